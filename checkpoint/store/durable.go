@@ -1,0 +1,176 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/clinkstream/clink/internal/fault"
+)
+
+// FsyncEnvVar turns fsync off when set to "0" or "false".
+const FsyncEnvVar = "CLINK_STATE_FSYNC"
+
+// Fault points reached by WriteFileDurable, in this order. They are reached
+// whether or not fsync is on, so a crash test picks the same moment either
+// way.
+const (
+	FaultBeforeSync   = "store.write.before-sync"
+	FaultBeforeRename = "store.write.before-rename"
+	FaultAfterRename  = "store.write.after-rename"
+)
+
+// FsyncEnabled reports whether durable writes fsync. It is false only when
+// CLINK_STATE_FSYNC is "0" or "false" (in any case), for CI machines that
+// punish fsync and for benchmarks where durability is not under test. The
+// variable is read at every call, so the setting can change at run time.
+func FsyncEnabled() bool {
+	v := strings.TrimSpace(os.Getenv(FsyncEnvVar))
+	return !(v == "0" || strings.EqualFold(v, "false"))
+}
+
+// tempPrefix and tempSuffix frame the name of a file being written, so that
+// a leftover from a crash never looks like a snapshot or a marker.
+const (
+	tempPrefix = "."
+	tempSuffix = ".part"
+)
+
+// isTemp reports whether name is a temporary file of WriteFileDurable.
+func isTemp(name string) bool {
+	return strings.HasPrefix(name, tempPrefix) && strings.HasSuffix(name, tempSuffix)
+}
+
+// writeChunk bounds the scratch buffer WriteFileDurable copies through.
+// vfs.File.Write may modify the slice it is given (MemFS does under the race
+// detector), and the caller's data must stay intact.
+const writeChunk = 64 << 10
+
+// WriteFileDurable writes data to path so that, once it returns nil, a crash
+// leaves either the old file or the complete new one at path, never a part.
+//
+// With fsync on it: creates "<dir>/.<base>.part", writes data, fsyncs the
+// file through the descriptor that wrote it (strict: a failure is returned),
+// closes it, renames it to path, and fsyncs the parent directory so that the
+// rename itself survives a crash. The directory fsync is best effort: a
+// failure to open or sync the directory is ignored, because some filesystems
+// refuse to fsync a directory and the worst case is that recovery falls back
+// to the previous checkpoint. With fsync off it only writes, closes and
+// renames, which survives a process crash but not a power loss.
+//
+// The fault points FaultBeforeSync, FaultBeforeRename and FaultAfterRename
+// are reached on the way. An error from a hook aborts the write: before the
+// rename the temp file is removed and path is untouched; after the rename the
+// new file is in place but its directory entry has not been synced.
+//
+// The parent directory must exist. Two concurrent writes of the same path are
+// not supported: they share the temp name.
+func WriteFileDurable(fs vfs.FS, path string, data []byte, fsync bool) error {
+	_, err := writeFileDurable(fs, path, data, fsync)
+	return err
+}
+
+// writeFileDurable is WriteFileDurable that also returns the directory sync
+// error it ignored, so that a Store can log it.
+func writeFileDurable(fs vfs.FS, path string, data []byte, fsync bool) (dirErr, err error) {
+	dir, base := fs.PathDir(path), fs.PathBase(path)
+	tmp := fs.PathJoin(dir, tempPrefix+base+tempSuffix)
+
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
+	}
+	abort := func(err error) (error, error) {
+		if f != nil {
+			_ = f.Close()
+		}
+		_ = fs.Remove(tmp)
+		return nil, err
+	}
+	if err := writeAll(f, data); err != nil {
+		return abort(fmt.Errorf("writing %s: %w", tmp, pathCause(err)))
+	}
+	if err := fault.Point(FaultBeforeSync); err != nil {
+		return abort(fmt.Errorf("writing %s: %w", path, err))
+	}
+	if fsync {
+		if err := f.Sync(); err != nil {
+			return abort(fmt.Errorf("syncing %s: %w", tmp, pathCause(err)))
+		}
+	}
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return abort(fmt.Errorf("closing %s: %w", tmp, pathCause(err)))
+	}
+	if err := fault.Point(FaultBeforeRename); err != nil {
+		return abort(fmt.Errorf("writing %s: %w", path, err))
+	}
+	if err := fs.Rename(tmp, path); err != nil {
+		return abort(fmt.Errorf("renaming %s to %s: %w", tmp, path, pathCause(err)))
+	}
+	if err := fault.Point(FaultAfterRename); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", path, err)
+	}
+	if fsync {
+		if err := syncDir(fs, dir); err != nil {
+			return err, nil
+		}
+	}
+	return nil, nil
+}
+
+// writeAll writes data through a scratch buffer; see writeChunk.
+func writeAll(f vfs.File, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	buf := make([]byte, min(len(data), writeChunk))
+	for len(data) > 0 {
+		n := copy(buf, data)
+		w, err := f.Write(buf[:n])
+		if err == nil && w != n {
+			err = fmt.Errorf("short write: %d of %d bytes", w, n)
+		}
+		if err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// syncDir fsyncs a directory so that the entries created, renamed or removed
+// in it survive a crash. A filesystem that does not support fsync on a
+// directory is not an error (see dirSyncUnsupported).
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("opening directory %s to sync it: %w", dir, pathCause(err))
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil && !dirSyncUnsupported(err) {
+		return fmt.Errorf("syncing directory %s: %w", dir, pathCause(err))
+	}
+	return nil
+}
+
+// pathCause strips an *os.PathError, whose message repeats the path, from
+// err, since the errors built here name the path themselves.
+func pathCause(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
