@@ -1,0 +1,230 @@
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metric names clink exports. They are part of the user-visible contract
+// (dashboards and alerts depend on them), so they never change.
+const (
+	NameCheckpointDuration  = "clink_checkpoint_duration_seconds"
+	NameCheckpointSize      = "clink_checkpoint_size_bytes"
+	NameCheckpointsTotal    = "clink_checkpoints_total"
+	NameCheckpointAlignment = "clink_checkpoint_alignment_seconds"
+	NameModeTotal           = "clink_ckpt_mode_total"
+	NameAdaptiveSwitchTotal = "clink_ckpt_adaptive_switch_total"
+	NameOperatorRecordsIn   = "clink_operator_records_in_total"
+	NameOperatorRecordsOut  = "clink_operator_records_out_total"
+)
+
+// Values of the result label of clink_checkpoints_total.
+const (
+	ResultCompleted = "completed"
+	ResultAborted   = "aborted"
+	ResultFailed    = "failed"
+)
+
+// Values of the mode label of clink_ckpt_mode_total. They equal the String
+// form of checkpoint.Mode; this package cannot import checkpoint, so they are
+// repeated here.
+const (
+	ModeAligned   = "aligned"
+	ModeUnaligned = "unaligned"
+)
+
+// Registry is clink's metric registry. It wraps its own *prometheus.Registry
+// rather than the global default one, so that two jobs in one process (or two
+// tests) never share counters. The zero value is not usable; call New.
+type Registry struct {
+	prom *prometheus.Registry
+
+	duration  *prometheus.HistogramVec
+	size      *prometheus.HistogramVec
+	alignment prometheus.Histogram
+	modes     *prometheus.CounterVec
+	switches  prometheus.Counter
+
+	// Checkpoint outcomes live in atomics rather than in a CounterVec so that
+	// Summary and the scrape read the same numbers; checkpointCollector
+	// exports them.
+	completed, aborted, failed atomic.Int64
+	lastDurationNanos          atomic.Int64
+	lastBytes                  atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		// operators maps (uid, subtask) to counters handed to tasks. Guarded
+		// by mu; the *OperatorCounters values themselves are atomics and are
+		// read without the lock once obtained.
+		operators map[operatorKey]*OperatorCounters
+	}
+}
+
+// OperatorCounters counts the records one subtask of one operator consumed
+// (In) and produced (Out). A task adds to them directly; they are exported as
+// clink_operator_records_in_total and clink_operator_records_out_total with
+// labels operator (the uid) and subtask.
+type OperatorCounters struct {
+	In, Out atomic.Int64
+}
+
+type operatorKey struct {
+	uid     string
+	subtask int
+}
+
+// Summary is a point-in-time copy of the values the CLI status line shows.
+// Fields are read one at a time, so a Summary taken while a checkpoint ends
+// may mix its before and after values.
+type Summary struct {
+	// CheckpointsCompleted, CheckpointsAborted and CheckpointsFailed are
+	// the values of clink_checkpoints_total by result.
+	CheckpointsCompleted int64
+	CheckpointsAborted   int64
+	CheckpointsFailed    int64
+	// LastCheckpointDuration and LastCheckpointBytes describe the most
+	// recently completed checkpoint; zero before the first one.
+	LastCheckpointDuration time.Duration
+	LastCheckpointBytes    int64
+	// RecordsIn and RecordsOut are sums over every registered operator.
+	RecordsIn, RecordsOut int64
+}
+
+// New returns a Registry with clink's metrics and the Go runtime and process
+// collectors registered.
+func New() *Registry {
+	r := &Registry{
+		prom: prometheus.NewRegistry(),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: NameCheckpointDuration,
+			Help: "Time from trigger to completion of each completed checkpoint, by stamped mode.",
+			// 5ms .. ~11min.
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 18),
+		}, []string{"mode"}),
+		size: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: NameCheckpointSize,
+			Help: "Bytes written for each completed checkpoint, by stamped mode.",
+			// 1KiB .. 4TiB.
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 16),
+		}, []string{"mode"}),
+		alignment: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: NameCheckpointAlignment,
+			Help: "Time a multi-input task spent between the first and the last barrier of a checkpoint.",
+			// 100µs .. ~13s.
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		modes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameModeTotal,
+			Help: "Triggered checkpoints by the mode stamped on their barriers.",
+		}, []string{"mode"}),
+		switches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: NameAdaptiveSwitchTotal,
+			Help: "Times the adaptive mode policy flipped between aligned and unaligned.",
+		}),
+	}
+	r.mu.operators = make(map[operatorKey]*OperatorCounters)
+
+	// Both modes are exported from the start, so a rate() over either works
+	// before the first checkpoint of that mode.
+	r.modes.WithLabelValues(ModeAligned)
+	r.modes.WithLabelValues(ModeUnaligned)
+
+	r.prom.MustRegister(
+		r.duration, r.size, r.alignment, r.modes, r.switches,
+		(*checkpointCollector)(r),
+		(*operatorCollector)(r),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return r
+}
+
+// Prometheus returns the underlying registry, for callers that register
+// collectors of their own or gather directly.
+func (r *Registry) Prometheus() *prometheus.Registry { return r.prom }
+
+// Handler returns an http.Handler that serves this registry in the Prometheus
+// exposition formats.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.prom, promhttp.HandlerOpts{})
+}
+
+// CheckpointCompleted records a completed checkpoint: its stamped mode, the
+// time from trigger to completion and the bytes its snapshots occupy.
+func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, bytes int64) {
+	r.duration.WithLabelValues(mode).Observe(duration.Seconds())
+	r.size.WithLabelValues(mode).Observe(float64(bytes))
+	r.lastDurationNanos.Store(int64(duration))
+	r.lastBytes.Store(bytes)
+	r.completed.Add(1)
+}
+
+// CheckpointAborted records a checkpoint that ended without completing.
+// failed distinguishes a checkpoint that ended because something went wrong
+// (a task declined, a snapshot could not be written) from one that was
+// aborted on purpose (superseded, job cancelled, timed out).
+func (r *Registry) CheckpointAborted(failed bool) {
+	if failed {
+		r.failed.Add(1)
+	} else {
+		r.aborted.Add(1)
+	}
+}
+
+// ModeStamped records the mode stamped on a triggered checkpoint's barriers:
+// "aligned" or "unaligned" (checkpoint.Mode's String).
+func (r *Registry) ModeStamped(mode string) {
+	r.modes.WithLabelValues(mode).Inc()
+}
+
+// AdaptiveSwitch records one flip of the adaptive mode policy.
+func (r *Registry) AdaptiveSwitch() {
+	r.switches.Inc()
+}
+
+// AlignmentTime records how long one multi-input task waited between the
+// first and the last barrier of one checkpoint.
+func (r *Registry) AlignmentTime(d time.Duration) {
+	r.alignment.Observe(d.Seconds())
+}
+
+// Operator returns the counters for subtask of the operator with the given
+// uid, creating them on first use. Every call with the same (uid, subtask)
+// returns the same object, so a restarted task continues the counts of its
+// predecessor, as Prometheus counters require.
+func (r *Registry) Operator(uid string, subtask int) *OperatorCounters {
+	k := operatorKey{uid, subtask}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c, ok := r.mu.operators[k]
+	if !ok {
+		c = new(OperatorCounters)
+		r.mu.operators[k] = c
+	}
+	return c
+}
+
+// Summary returns the current values for the CLI status line and tests.
+func (r *Registry) Summary() Summary {
+	s := Summary{
+		CheckpointsCompleted:   r.completed.Load(),
+		CheckpointsAborted:     r.aborted.Load(),
+		CheckpointsFailed:      r.failed.Load(),
+		LastCheckpointDuration: time.Duration(r.lastDurationNanos.Load()),
+		LastCheckpointBytes:    r.lastBytes.Load(),
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.mu.operators {
+		s.RecordsIn += c.In.Load()
+		s.RecordsOut += c.Out.Load()
+	}
+	return s
+}
