@@ -1,0 +1,214 @@
+package state
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"unsafe"
+)
+
+// Codec turns values of one type into bytes and back. Append must be
+// deterministic: equal values give equal bytes (keys are hashed from them).
+type Codec[T any] interface {
+	// Append appends the encoding of v to dst.
+	Append(dst []byte, v T) []byte
+	// Decode decodes one value from the front of src and returns it with the
+	// number of bytes consumed.
+	Decode(src []byte) (T, int, error)
+}
+
+// ErrShortBuffer is wrapped by decoders when the input ends mid-value.
+var ErrShortBuffer = errors.New("input ends in the middle of a value")
+
+// CodecFor returns the built-in codec for T: fixed-width little-endian for
+// integers, floats and bool, length-prefixed bytes for string and []byte, and
+// length-prefixed JSON for everything else (so struct fields must be
+// exported, as encoding/json requires).
+func CodecFor[T any]() Codec[T] {
+	var zero T
+	var c any
+	switch any(zero).(type) {
+	case string:
+		c = stringCodec{}
+	case []byte:
+		c = bytesCodec{}
+	case int:
+		c = fixedCodec[int]{}
+	case int64:
+		c = fixedCodec[int64]{}
+	case int32:
+		c = fixedCodec[int32]{}
+	case int16:
+		c = fixedCodec[int16]{}
+	case int8:
+		c = fixedCodec[int8]{}
+	case uint:
+		c = fixedCodec[uint]{}
+	case uint64:
+		c = fixedCodec[uint64]{}
+	case uint32:
+		c = fixedCodec[uint32]{}
+	case uint16:
+		c = fixedCodec[uint16]{}
+	case uint8:
+		c = fixedCodec[uint8]{}
+	case float64:
+		c = floatCodec{}
+	case float32:
+		c = float32Codec{}
+	case bool:
+		c = boolCodec{}
+	default:
+		return jsonCodec[T]{}
+	}
+	return c.(Codec[T])
+}
+
+type stringCodec struct{}
+
+func (stringCodec) Append(dst []byte, v string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
+}
+
+func (stringCodec) Decode(src []byte) (string, int, error) {
+	n, k := binary.Uvarint(src)
+	if k <= 0 || n > uint64(len(src)-k) {
+		return "", 0, fmt.Errorf("decoding string: %w", ErrShortBuffer)
+	}
+	return string(src[k : k+int(n)]), k + int(n), nil
+}
+
+type bytesCodec struct{}
+
+func (bytesCodec) Append(dst []byte, v []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
+}
+
+func (bytesCodec) Decode(src []byte) ([]byte, int, error) {
+	n, k := binary.Uvarint(src)
+	if k <= 0 || n > uint64(len(src)-k) {
+		return nil, 0, fmt.Errorf("decoding bytes: %w", ErrShortBuffer)
+	}
+	return append([]byte(nil), src[k:k+int(n)]...), k + int(n), nil
+}
+
+type integer interface {
+	~int | ~int64 | ~int32 | ~int16 | ~int8 | ~uint | ~uint64 | ~uint32 | ~uint16 | ~uint8
+}
+
+// fixedCodec encodes integers as 8 little-endian bytes, so that an integer
+// key hashes to the same value whatever its width.
+type fixedCodec[T integer] struct{}
+
+func (fixedCodec[T]) Append(dst []byte, v T) []byte {
+	return binary.LittleEndian.AppendUint64(dst, uint64(v))
+}
+
+func (fixedCodec[T]) Decode(src []byte) (T, int, error) {
+	if len(src) < 8 {
+		return 0, 0, fmt.Errorf("decoding integer: %w", ErrShortBuffer)
+	}
+	return T(binary.LittleEndian.Uint64(src)), 8, nil
+}
+
+type floatCodec struct{}
+
+func (floatCodec) Append(dst []byte, v float64) []byte {
+	return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v))
+}
+
+func (floatCodec) Decode(src []byte) (float64, int, error) {
+	if len(src) < 8 {
+		return 0, 0, fmt.Errorf("decoding float64: %w", ErrShortBuffer)
+	}
+	return math.Float64frombits(binary.LittleEndian.Uint64(src)), 8, nil
+}
+
+type float32Codec struct{}
+
+func (float32Codec) Append(dst []byte, v float32) []byte {
+	return binary.LittleEndian.AppendUint32(dst, math.Float32bits(v))
+}
+
+func (float32Codec) Decode(src []byte) (float32, int, error) {
+	if len(src) < 4 {
+		return 0, 0, fmt.Errorf("decoding float32: %w", ErrShortBuffer)
+	}
+	return math.Float32frombits(binary.LittleEndian.Uint32(src)), 4, nil
+}
+
+type boolCodec struct{}
+
+func (boolCodec) Append(dst []byte, v bool) []byte {
+	if v {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+func (boolCodec) Decode(src []byte) (bool, int, error) {
+	if len(src) < 1 {
+		return false, 0, fmt.Errorf("decoding bool: %w", ErrShortBuffer)
+	}
+	switch src[0] {
+	case 0:
+		return false, 1, nil
+	case 1:
+		return true, 1, nil
+	}
+	return false, 0, fmt.Errorf("decoding bool: invalid byte %#x", src[0])
+}
+
+type jsonCodec[T any] struct{}
+
+func (jsonCodec[T]) Append(dst []byte, v T) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Types that encoding/json cannot encode (channels, funcs) are a
+		// programming error caught by the first record.
+		panic(fmt.Sprintf("state: encoding %T as JSON: %v (give the stream an explicit codec)", v, err))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+func (jsonCodec[T]) Decode(src []byte) (T, int, error) {
+	var v T
+	n, k := binary.Uvarint(src)
+	if k <= 0 || n > uint64(len(src)-k) {
+		return v, 0, fmt.Errorf("decoding %T: %w", v, ErrShortBuffer)
+	}
+	if err := json.Unmarshal(src[k:k+int(n)], &v); err != nil {
+		return v, 0, fmt.Errorf("decoding %T: %w", v, err)
+	}
+	return v, k + int(n), nil
+}
+
+// HasherFor returns a stable hash function for keys of type K. Strings and
+// integers are hashed without allocation; other types are hashed from their
+// codec encoding.
+func HasherFor[K any](codec Codec[K]) func(K) uint64 {
+	var zero K
+	switch any(zero).(type) {
+	case string:
+		return func(k K) uint64 { return HashString(*(*string)(unsafe.Pointer(&k))) }
+	}
+	switch reflect.TypeFor[K]().Kind() {
+	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		return func(k K) uint64 { return HashUint64(*(*uint64)(unsafe.Pointer(&k))) }
+	case reflect.Int32:
+		return func(k K) uint64 { return HashUint64(uint64(*(*int32)(unsafe.Pointer(&k)))) }
+	case reflect.Uint32:
+		return func(k K) uint64 { return HashUint64(uint64(*(*uint32)(unsafe.Pointer(&k)))) }
+	}
+	buf := make([]byte, 0, 64)
+	return func(k K) uint64 {
+		buf = codec.Append(buf[:0], k)
+		return HashBytes(buf)
+	}
+}
