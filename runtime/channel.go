@@ -1,0 +1,196 @@
+package runtime
+
+import (
+	"errors"
+	"sync"
+)
+
+// ErrCanceled is returned by a blocking Push when the task was canceled.
+var ErrCanceled = errors.New("task canceled")
+
+// Channel is the bounded single-producer single-consumer queue between one
+// upstream subtask and one downstream subtask. Record batches block the
+// producer while the queue holds Cap elements (this is the backpressure);
+// watermarks, barriers and end-of-input never block, so control elements
+// cannot deadlock a paused input. A barrier may take the priority lane
+// (PushPriority): it is placed ahead of the queued record batches, behind any
+// queued barrier, and carries the number of elements it overtook.
+//
+// Channel is the in-process implementation of the runtime's channel
+// contract; a network channel implements the same methods.
+type Channel struct {
+	capacity int
+	// wake is the consumer's wake-up signal, shared by all inputs of one task.
+	wake chan struct{}
+
+	mu struct {
+		sync.Mutex
+		// ring buffer of queued elements; guarded by mu.
+		buf        []Element
+		head, n    int
+		records    int // queued record batches, the part bounded by capacity
+		// protected counts the non-barrier elements at the head that a
+		// popped priority barrier overtook: they are still owed to that
+		// barrier's region, so a later priority barrier goes behind them.
+		protected int
+		waitSpace  bool
+		spaceReady chan struct{}
+	}
+}
+
+// NewChannel returns a channel holding at most capacity record batches,
+// signalling wake (a 1-buffered channel owned by the consumer task) whenever
+// an element is pushed.
+func NewChannel(capacity int, wake chan struct{}) *Channel {
+	if capacity < 1 {
+		capacity = 1
+	}
+	c := &Channel{capacity: capacity, wake: wake}
+	c.mu.buf = make([]Element, capacity+4)
+	c.mu.spaceReady = make(chan struct{}, 1)
+	return c
+}
+
+// Cap returns the capacity in record batches.
+func (c *Channel) Cap() int { return c.capacity }
+
+// Len returns the number of queued elements.
+func (c *Channel) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.n
+}
+
+// Pressure returns the occupancy of the record lane, between 0 and 1.
+func (c *Channel) Pressure() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return float64(c.mu.records) / float64(c.capacity)
+}
+
+func (c *Channel) grow() {
+	nb := make([]Element, 2*len(c.mu.buf))
+	for i := 0; i < c.mu.n; i++ {
+		nb[i] = c.mu.buf[(c.mu.head+i)%len(c.mu.buf)]
+	}
+	c.mu.buf = nb
+	c.mu.head = 0
+}
+
+func (c *Channel) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Push appends e. A record batch blocks while the record lane is full, until
+// the consumer makes room or done is closed (then ErrCanceled).
+func (c *Channel) Push(e Element, done <-chan struct{}) error {
+	c.mu.Lock()
+	if e.Kind == KindRecords {
+		for c.mu.records >= c.capacity {
+			c.mu.waitSpace = true
+			c.mu.Unlock()
+			select {
+			case <-c.mu.spaceReady:
+			case <-done:
+				return ErrCanceled
+			}
+			c.mu.Lock()
+		}
+		c.mu.records++
+	}
+	if c.mu.n == len(c.mu.buf) {
+		c.grow()
+	}
+	c.mu.buf[(c.mu.head+c.mu.n)%len(c.mu.buf)] = e
+	c.mu.n++
+	c.mu.Unlock()
+	c.signal()
+	return nil
+}
+
+// PushPriority places barrier b ahead of every queued element that is not a
+// barrier or end-of-input, and records in the element how many it overtook.
+// It never blocks.
+func (c *Channel) PushPriority(b Element) {
+	if b.Kind != KindBarrier {
+		panic("runtime: PushPriority of a " + b.Kind.String())
+	}
+	c.mu.Lock()
+	if c.mu.n == len(c.mu.buf) {
+		c.grow()
+	}
+	// Find the insertion point: after the last queued barrier or end, and
+	// never inside the region a popped priority barrier overtook (the first
+	// protected non-barrier elements), so regions stay nested prefixes.
+	size := len(c.mu.buf)
+	pos, skip := 0, c.mu.protected
+	for i := 0; i < c.mu.n; i++ {
+		k := c.mu.buf[(c.mu.head+i)%size].Kind
+		if k == KindBarrier || k == KindEnd {
+			pos = i + 1
+		} else if skip > 0 {
+			skip--
+			pos = i + 1
+		}
+	}
+	b.Overtaken = c.mu.n - pos
+	// Shift elements [pos, n) one slot back.
+	for i := c.mu.n; i > pos; i-- {
+		c.mu.buf[(c.mu.head+i)%size] = c.mu.buf[(c.mu.head+i-1)%size]
+	}
+	c.mu.buf[(c.mu.head+pos)%size] = b
+	c.mu.n++
+	c.mu.Unlock()
+	c.signal()
+}
+
+// TryPop removes and returns the oldest element, or ok=false when empty.
+func (c *Channel) TryPop() (e Element, ok bool) {
+	c.mu.Lock()
+	if c.mu.n == 0 {
+		c.mu.Unlock()
+		return Element{}, false
+	}
+	e = c.mu.buf[c.mu.head]
+	c.mu.buf[c.mu.head] = Element{}
+	c.mu.head = (c.mu.head + 1) % len(c.mu.buf)
+	c.mu.n--
+	switch {
+	case e.Kind == KindBarrier:
+		c.mu.protected = max(c.mu.protected, e.Overtaken)
+	case c.mu.protected > 0:
+		c.mu.protected--
+	}
+	wakeProducer := false
+	if e.Kind == KindRecords {
+		c.mu.records--
+		if c.mu.waitSpace {
+			c.mu.waitSpace = false
+			wakeProducer = true
+		}
+	}
+	c.mu.Unlock()
+	if wakeProducer {
+		select {
+		case c.mu.spaceReady <- struct{}{}:
+		default:
+		}
+	}
+	return e, true
+}
+
+// Drain removes and returns every queued element in order. Used by tests and
+// by teardown.
+func (c *Channel) Drain() []Element {
+	var out []Element
+	for {
+		e, ok := c.TryPop()
+		if !ok {
+			return out
+		}
+		out = append(out, e)
+	}
+}

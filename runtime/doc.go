@@ -1,0 +1,33 @@
+// Package runtime executes a job graph in this process: it turns vertices
+// (chains of operators joined by forward edges) into tasks, one goroutine
+// per subtask, connects them with bounded channels that carry record
+// batches, watermarks, barriers and end-of-input, and drives checkpoints
+// through the pure coordinator and alignment cores of package checkpoint.
+//
+// What a caller (the typed API in package clink) must do:
+//
+//  1. Describe the job as a JobGraph: one Vertex per chain with a
+//     constructor for its Source or Operator per subtask, and the Edges
+//     between vertices. Partitioning is the upstream chain's business: it
+//     chooses the target channel of each record batch through Outputs.
+//  2. Make Chain.Snapshot cheap and detached: it runs on the task goroutine
+//     at the barrier; the snapshot worker serialises and writes it later.
+//  3. Call Execute. It returns nil when every task ended and the terminal
+//     checkpoint completed, or when ctx is canceled; otherwise the first
+//     task or checkpoint failure.
+//
+// The checkpoint protocol as the runtime carries it out:
+//
+//   - The driver triggers checkpoint N and injects its barrier into every
+//     source task. A source takes it between two Produce calls, captures its
+//     chain's snapshot (the offset of exactly the records emitted so far),
+//     flushes, forwards the barrier and queues the snapshot on its worker.
+//   - A task with inputs hands each barrier to its checkpoint.Alignment. On
+//     Forward it captures its snapshot, forwards the barrier, and, under an
+//     unaligned checkpoint, keeps capturing the records that precede the
+//     barrier on the other inputs (and those a priority barrier overtook)
+//     before queuing the snapshot.
+//   - The snapshot worker writes the snapshot durably and only then acks;
+//     the coordinator completes N when every task acked, the driver writes
+//     COMPLETED-N and then notifies listeners.
+package runtime

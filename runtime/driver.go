@@ -1,0 +1,229 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/internal/fault"
+	"github.com/clinkstream/clink/metrics"
+)
+
+type driverEventKind uint8
+
+const (
+	evAck driverEventKind = iota
+	evDecline
+	evSourceFinished
+)
+
+type driverEvent struct {
+	kind       driverEventKind
+	id         checkpoint.ID
+	p          checkpoint.ParticipantID
+	bytes      int64
+	alignNanos int64
+	err        error
+}
+
+// driver carries out the checkpoint coordinator's decisions for one job in
+// this process: it triggers checkpoints periodically, injects their
+// barriers into the source tasks, feeds acks and declines to the
+// coordinator, writes COMPLETED-N markers, notifies listeners, and applies
+// retention. One goroutine (run) owns the coordinator; tasks and snapshot
+// workers talk to it through events.
+type driver struct {
+	coord     *checkpoint.Coordinator
+	store     *store.Store
+	sources   []*sourceTask
+	listeners []CheckpointListener
+	log       *slog.Logger
+	metrics   *metrics.Registry
+	interval  time.Duration
+	policy    *checkpoint.AdaptiveModePolicy
+	pressure  func() float64
+
+	events  chan driverEvent
+	stopped chan struct{} // closed when run returns
+
+	sourcesLeft int
+	terminal    checkpoint.ID // the terminal checkpoint, once triggered
+	finalDone   bool
+	switches    int
+}
+
+func (d *driver) ack(id checkpoint.ID, p checkpoint.ParticipantID, bytes int64, alignNanos int64) {
+	d.send(driverEvent{kind: evAck, id: id, p: p, bytes: bytes, alignNanos: alignNanos})
+}
+
+func (d *driver) decline(id checkpoint.ID, p checkpoint.ParticipantID, err error) {
+	d.send(driverEvent{kind: evDecline, id: id, p: p, err: err})
+}
+
+func (d *driver) sourceFinished() { d.send(driverEvent{kind: evSourceFinished}) }
+
+func (d *driver) send(ev driverEvent) {
+	select {
+	case d.events <- ev:
+	case <-d.stopped:
+	}
+}
+
+// ErrFinalCheckpointPending is returned when a job is stopped before its
+// terminal checkpoint completed.
+var ErrFinalCheckpointPending = errors.New("job stopped before its final checkpoint completed")
+
+// run drives checkpoints until the terminal checkpoint completes (nil), a
+// checkpoint fails (the failure), or stop is closed (nil).
+func (d *driver) run(stop <-chan struct{}) error {
+	defer close(d.stopped)
+	tickEvery := d.interval
+	if tickEvery <= 0 {
+		tickEvery = 100 * time.Millisecond
+	}
+	ticker := time.NewTicker(tickEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case now := <-ticker.C:
+			d.coord.Tick(now)
+			if d.interval > 0 && d.sourcesLeft > 0 {
+				d.trigger(now, false)
+			}
+		case ev := <-d.events:
+			d.handle(ev)
+		}
+		if err := d.process(); err != nil {
+			return err
+		}
+		if d.finalDone {
+			return nil
+		}
+	}
+}
+
+func (d *driver) handle(ev driverEvent) {
+	switch ev.kind {
+	case evAck:
+		d.coord.Ack(ev.id, ev.p, checkpoint.AckInfo{Bytes: ev.bytes, Alignment: time.Duration(ev.alignNanos)})
+		if ev.alignNanos > 0 {
+			d.metrics.AlignmentTime(time.Duration(ev.alignNanos))
+		}
+	case evDecline:
+		d.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.p, "err", ev.err)
+		d.coord.Decline(ev.id, ev.p, ev.err)
+	case evSourceFinished:
+		d.sourcesLeft--
+		if d.sourcesLeft == 0 {
+			d.trigger(time.Now(), true)
+		}
+	}
+}
+
+func (d *driver) trigger(now time.Time, terminal bool) {
+	if terminal && d.terminal != 0 {
+		return
+	}
+	before := 0
+	if d.policy != nil {
+		before = d.policy.Switches()
+	}
+	b, err := d.coord.Trigger(now, checkpoint.TriggerOptions{Terminal: terminal})
+	if err != nil {
+		if errors.Is(err, checkpoint.ErrTooManyInFlight) || errors.Is(err, checkpoint.ErrRewinding) {
+			if terminal {
+				// Retried when the in-flight one completes (process).
+				d.log.Debug("deferring terminal checkpoint", "reason", err)
+			}
+			return
+		}
+		d.log.Warn("triggering checkpoint", "err", err)
+		return
+	}
+	if d.policy != nil {
+		for ; before < d.policy.Switches(); before++ {
+			d.metrics.AdaptiveSwitch()
+		}
+	}
+	if terminal {
+		d.terminal = b.ID
+	}
+	d.metrics.ModeStamped(b.Mode.String())
+	d.log.Debug("checkpoint triggered", "checkpoint", b.ID, "mode", b.Mode, "terminal", b.Terminal)
+	for _, s := range d.sources {
+		s.Inject(b)
+	}
+}
+
+// process carries out the coordinator's effects until there are none.
+func (d *driver) process() error {
+	for {
+		effects := d.coord.Ready()
+		if len(effects) == 0 {
+			return nil
+		}
+		d.coord.Advance()
+		for _, e := range effects {
+			if err := d.apply(e); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (d *driver) apply(e checkpoint.Effect) error {
+	switch e := e.(type) {
+	case checkpoint.WriteMarker:
+		err := fault.Point("checkpoint.before-marker")
+		if err == nil {
+			err = d.store.WriteCompleted(e.ID)
+		}
+		if err != nil {
+			d.coord.MarkerFailed(e.ID, fmt.Errorf("writing COMPLETED-%d: %w", e.ID, err))
+			return nil
+		}
+		if err := fault.Point("checkpoint.after-marker"); err != nil {
+			return err
+		}
+		d.coord.MarkerWritten(e.ID)
+	case checkpoint.NotifyComplete:
+		dur := time.Since(e.TriggeredAt)
+		d.metrics.CheckpointCompleted(e.Mode.String(), dur, e.Bytes)
+		d.log.Info("checkpoint completed", "checkpoint", e.ID, "mode", e.Mode, "duration", dur, "bytes", e.Bytes, "terminal", e.Terminal)
+		for _, l := range d.listeners {
+			if err := l.NotifyCheckpointComplete(e.ID); err != nil {
+				return fmt.Errorf("notifying completion of checkpoint %d: %w", e.ID, err)
+			}
+		}
+		if err := d.store.ApplyRetention(); err != nil {
+			d.log.Warn("applying checkpoint retention", "err", err)
+		}
+		if e.Terminal {
+			d.finalDone = true
+		}
+	case checkpoint.NotifyAborted:
+		d.metrics.CheckpointAborted(false)
+		d.log.Info("checkpoint aborted", "checkpoint", e.ID, "reason", e.Reason)
+		for _, l := range d.listeners {
+			l.NotifyCheckpointAborted(e.ID)
+		}
+		if e.ID == d.terminal {
+			return fmt.Errorf("final checkpoint %d aborted: %w", e.ID, e.Reason)
+		}
+		if err := d.store.Discard(e.ID); err != nil {
+			d.log.Warn("discarding aborted checkpoint", "checkpoint", e.ID, "err", err)
+		}
+	case checkpoint.FailJob:
+		d.metrics.CheckpointAborted(true)
+		return fmt.Errorf("checkpoint %d failed: %w", e.ID, e.Reason)
+	}
+	if d.sourcesLeft == 0 && d.terminal == 0 {
+		d.trigger(time.Now(), true)
+	}
+	return nil
+}

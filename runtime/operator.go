@@ -1,0 +1,99 @@
+package runtime
+
+import (
+	"log/slog"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/metrics"
+)
+
+// TaskContext is what the runtime hands a task's operator chain when it
+// opens. Everything in it belongs to the task goroutine.
+type TaskContext struct {
+	// Vertex is the uid of the chain's head operator; Name is
+	// "<uid>-<subtask>", the task's snapshot file name.
+	Vertex, Name                         string
+	Subtask, Parallelism, MaxParallelism int
+	// Out carries the chain's output to downstream tasks.
+	Out *Outputs
+	// Restored is the task's snapshot when the job restores from a
+	// checkpoint, nil on a fresh start.
+	Restored *store.TaskSnapshot
+	// Done is closed when the task must stop.
+	Done    <-chan struct{}
+	Logger  *slog.Logger
+	Metrics *metrics.Registry
+}
+
+// Chain is the part of a task the runtime calls: its operators, chained by
+// forward edges, seen as one. All methods run on the task goroutine.
+type Chain interface {
+	// Open prepares the chain and restores its state from tc.Restored.
+	Open(tc *TaskContext) error
+	// Snapshot captures the state of every operator of the chain as of now.
+	// It must be cheap; the returned value must not change afterwards.
+	Snapshot(id checkpoint.ID) ([]store.OperatorSnapshot, error)
+	// Flush pushes buffered output batches downstream. The runtime calls it
+	// before it forwards a control element and when the buffer timeout
+	// expires.
+	Flush() error
+	// Close releases resources. It runs after the last element.
+	Close() error
+}
+
+// Operator is the chain of a task that has inputs.
+type Operator interface {
+	Chain
+	// ProcessBatch handles a batch of records from logical input input.
+	ProcessBatch(input int, b Batch) error
+	// ProcessWatermark handles an advance of the task's input watermark
+	// (the minimum over its open inputs). The chain decides what watermark,
+	// if any, to forward through Out.
+	ProcessWatermark(wm int64) error
+	// EndOfInput is called once every input has ended, before the runtime
+	// flushes and forwards end-of-input.
+	EndOfInput() error
+	// CanUnalign reports whether the chain can have in-flight records
+	// captured into its snapshot (EncodeBatch/DecodeBatch work for every
+	// input). A chain that cannot degrades unaligned barriers to aligned.
+	CanUnalign() bool
+	// EncodeBatch appends the encoding of b, a batch of input input, to dst.
+	EncodeBatch(input int, b Batch, dst []byte) []byte
+	// DecodeBatch decodes a batch of input input encoded by EncodeBatch.
+	DecodeBatch(input int, data []byte) (Batch, error)
+}
+
+// ProduceStatus says what a source's Produce call did.
+type ProduceStatus uint8
+
+const (
+	// Produced means records were emitted (or may be soon): call again.
+	Produced ProduceStatus = iota
+	// Idle means nothing is available now: the runtime waits briefly.
+	Idle
+	// Done means the source is exhausted (bounded input).
+	Done
+)
+
+// Source is the chain of a source task: a source and the operators chained
+// after it. Barriers are taken only between Produce calls, so Snapshot
+// captures the read position of exactly the records emitted before the
+// barrier.
+type Source interface {
+	Chain
+	// Produce emits a bounded amount of records through the chain.
+	Produce() (ProduceStatus, error)
+	// EndOfInput is called once after Produce returned Done: the chain
+	// emits its final watermark and results.
+	EndOfInput() error
+}
+
+// CheckpointListener is implemented by chains that act when a checkpoint
+// completes or is aborted (sources that defer broker acks, sinks that
+// commit). The runtime calls it from the checkpoint driver's goroutine,
+// concurrently with the task goroutine.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id checkpoint.ID) error
+	NotifyCheckpointAborted(id checkpoint.ID)
+}

@@ -1,0 +1,215 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/metrics"
+)
+
+// taskBase is what every task has, whatever its kind.
+type taskBase struct {
+	name          string
+	participant   checkpoint.ParticipantID
+	tc            *TaskContext
+	wake          chan struct{}
+	done          <-chan struct{}
+	acks          acker
+	worker        *snapshotWorker // nil when checkpointing is off
+	counters      *metrics.OperatorCounters
+	bufferTimeout time.Duration
+}
+
+// capture takes the chain's snapshot for checkpoint id.
+func (b *taskBase) capture(c Chain, id checkpoint.ID, wm int64) (*store.TaskSnapshot, error) {
+	if b.worker == nil {
+		return nil, nil
+	}
+	ops, err := c.Snapshot(id)
+	if err != nil {
+		return nil, fmt.Errorf("capturing snapshot of %s for checkpoint %d: %w", b.name, id, err)
+	}
+	if len(ops) == 0 {
+		ops = []store.OperatorSnapshot{{UID: b.tc.Vertex}}
+	}
+	if wm != MinWatermark {
+		ops[0].Watermark = wm
+	}
+	return &store.TaskSnapshot{
+		Checkpoint:     id,
+		Task:           b.name,
+		Subtask:        b.tc.Subtask,
+		Parallelism:    b.tc.Parallelism,
+		MaxParallelism: b.tc.MaxParallelism,
+		Operators:      ops,
+	}, nil
+}
+
+// submit hands a captured snapshot to the worker.
+func (b *taskBase) submit(job snapshotJob) bool {
+	if b.worker == nil {
+		return true
+	}
+	return b.worker.enqueue(job, b.done)
+}
+
+// sourceTask runs one subtask of a source vertex.
+type sourceTask struct {
+	base *taskBase
+	src  Source
+	// finished is called once when the source is exhausted; the driver then
+	// triggers the terminal checkpoint.
+	finished func()
+
+	mu struct {
+		sync.Mutex
+		// barriers injected by the driver, not yet emitted; guarded by mu.
+		barriers []checkpoint.Barrier
+	}
+	// inject wakes the source loop when a barrier is injected.
+	inject chan struct{}
+	idle   time.Duration
+}
+
+// Inject queues a barrier; the source loop emits it between Produce calls.
+func (s *sourceTask) Inject(b checkpoint.Barrier) {
+	s.mu.Lock()
+	s.mu.barriers = append(s.mu.barriers, b)
+	s.mu.Unlock()
+	select {
+	case s.inject <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sourceTask) takeBarriers() []checkpoint.Barrier {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bs := s.mu.barriers
+	s.mu.barriers = nil
+	return bs
+}
+
+// drainBarriers snapshots and emits every pending barrier. It reports
+// whether a terminal barrier was among them.
+func (s *sourceTask) drainBarriers(wm int64) (terminal bool, err error) {
+	if len(s.inject) == 0 {
+		return false, nil
+	}
+	<-s.inject
+	b := s.base
+	for _, br := range s.takeBarriers() {
+		// The offset is captured here, between Produce calls, on the
+		// source goroutine: exactly the records emitted before the barrier.
+		snap, cerr := b.capture(s.src, br.ID, wm)
+		if cerr != nil {
+			b.acks.decline(br.ID, b.participant, cerr)
+		}
+		if err := s.src.Flush(); err != nil {
+			return false, fmt.Errorf("flushing %s: %w", b.name, err)
+		}
+		if err := b.tc.Out.Barrier(br); err != nil {
+			return false, err
+		}
+		if snap != nil && !b.submit(snapshotJob{id: br.ID, snap: snap}) {
+			return false, ErrCanceled
+		}
+		terminal = terminal || br.Terminal
+	}
+	return terminal, nil
+}
+
+func (s *sourceTask) run() (err error) {
+	b := s.base
+	if err := s.src.Open(b.tc); err != nil {
+		return fmt.Errorf("opening %s: %w", b.name, err)
+	}
+	defer func() {
+		if cerr := s.src.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing %s: %w", b.name, cerr)
+		}
+	}()
+	// A source chain tracks its own watermark (it generates it).
+	const wm = int64(MinWatermark)
+	lastFlush := time.Now()
+	for {
+		if _, err := s.drainBarriers(wm); err != nil {
+			return err
+		}
+		select {
+		case <-b.done:
+			return ErrCanceled
+		default:
+		}
+		st, err := s.src.Produce()
+		if err != nil {
+			return fmt.Errorf("producing in %s: %w", b.name, err)
+		}
+		switch st {
+		case Produced:
+			if now := time.Now(); b.bufferTimeout >= 0 && now.Sub(lastFlush) >= b.bufferTimeout {
+				if err := s.src.Flush(); err != nil {
+					return fmt.Errorf("flushing %s: %w", b.name, err)
+				}
+				lastFlush = now
+			}
+			continue
+		case Idle:
+			if err := s.src.Flush(); err != nil {
+				return fmt.Errorf("flushing %s: %w", b.name, err)
+			}
+			lastFlush = time.Now()
+			t := time.NewTimer(s.idle)
+			select {
+			case <-s.inject:
+				// Put the token back for drainBarriers.
+				select {
+				case s.inject <- struct{}{}:
+				default:
+				}
+			case <-t.C:
+			case <-b.done:
+				t.Stop()
+				return ErrCanceled
+			}
+			t.Stop()
+			continue
+		}
+		// Done: the input is exhausted.
+		break
+	}
+	if err := s.src.EndOfInput(); err != nil {
+		return fmt.Errorf("ending input of %s: %w", b.name, err)
+	}
+	if err := s.src.Flush(); err != nil {
+		return fmt.Errorf("flushing %s: %w", b.name, err)
+	}
+	if b.worker != nil {
+		// Stay available for barriers until the terminal one: it carries
+		// the final offsets, and every checkpoint until then needs this
+		// task's snapshot.
+		s.finished()
+		for {
+			terminal, err := s.drainBarriers(wm)
+			if err != nil {
+				return err
+			}
+			if terminal {
+				break
+			}
+			select {
+			case <-s.inject:
+				select {
+				case s.inject <- struct{}{}:
+				default:
+				}
+			case <-b.done:
+				return ErrCanceled
+			}
+		}
+	}
+	return b.tc.Out.End()
+}

@@ -1,0 +1,439 @@
+package runtime
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+)
+
+// MaxWatermark is the watermark of a closed input: it never holds back the
+// minimum.
+const MaxWatermark = math.MaxInt64
+
+// MinWatermark is the watermark before any has arrived.
+const MinWatermark = math.MinInt64
+
+// region is a run of elements a priority barrier overtook on one input: they
+// precede the barrier, so their records belong to the barrier's checkpoint.
+type region struct {
+	barrier   checkpoint.Barrier
+	remaining int
+	// deferred: the chain cannot capture in-flight records, so the barrier
+	// is handed to alignment only after the region has been processed.
+	deferred bool
+}
+
+// pendingSnapshot is a snapshot whose state is captured but whose in-flight
+// records are still being collected (unaligned checkpoints).
+type pendingSnapshot struct {
+	id        checkpoint.ID
+	snap      *store.TaskSnapshot
+	inflight  map[int]*store.InFlight // by channel index
+	alignDone bool
+	regions   int // open regions for this id
+	align     int64
+}
+
+// operatorTask runs one subtask of a vertex with inputs.
+type operatorTask struct {
+	base      *taskBase
+	op        Operator
+	inputs    []*Channel
+	logical   []int // logical input of each channel
+	align     *checkpoint.Alignment
+	canAlign  bool
+	closed    []bool
+	open      int
+	inputWm   []int64
+	curWm     int64
+	regions   [][]region
+	pinned    map[checkpoint.ID]checkpoint.Mode
+	pending   map[checkpoint.ID]*pendingSnapshot
+	pausedAt  time.Time
+	scratch   []byte
+	lastFlush time.Time
+}
+
+func (t *operatorTask) run() (err error) {
+	b := t.base
+	n := len(t.inputs)
+	t.closed = make([]bool, n)
+	t.open = n
+	t.inputWm = make([]int64, n)
+	for i := range t.inputWm {
+		t.inputWm[i] = MinWatermark
+	}
+	t.curWm = MinWatermark
+	t.regions = make([][]region, n)
+	t.pending = make(map[checkpoint.ID]*pendingSnapshot)
+	t.pinned = make(map[checkpoint.ID]checkpoint.Mode)
+	t.canAlign = t.op.CanUnalign()
+	t.align = checkpoint.NewAlignment(n, t.canAlign)
+
+	if err := t.op.Open(b.tc); err != nil {
+		return fmt.Errorf("opening %s: %w", b.name, err)
+	}
+	defer func() {
+		if cerr := t.op.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing %s: %w", b.name, cerr)
+		}
+	}()
+	if b.tc.Restored != nil {
+		if err := t.restore(b.tc.Restored); err != nil {
+			return err
+		}
+	}
+	t.lastFlush = time.Now()
+	for t.open > 0 {
+		progressed := false
+		for i := 0; i < n; i++ {
+			if t.closed[i] || t.align.Paused(i) {
+				continue
+			}
+			e, ok := t.inputs[i].TryPop()
+			if !ok {
+				continue
+			}
+			progressed = true
+			if err := t.handle(i, e); err != nil {
+				return err
+			}
+		}
+		if progressed {
+			if b.bufferTimeout >= 0 {
+				if now := time.Now(); now.Sub(t.lastFlush) >= b.bufferTimeout {
+					if err := t.op.Flush(); err != nil {
+						return fmt.Errorf("flushing %s: %w", b.name, err)
+					}
+					t.lastFlush = now
+				}
+			}
+			continue
+		}
+		if t.open == 0 {
+			break
+		}
+		// Nothing queued on any pollable input: flush and wait.
+		if err := t.op.Flush(); err != nil {
+			return fmt.Errorf("flushing %s: %w", b.name, err)
+		}
+		t.lastFlush = time.Now()
+		select {
+		case <-b.wake:
+		case <-b.done:
+			return ErrCanceled
+		}
+	}
+	// Every input ended: the watermark is final.
+	if t.curWm != MaxWatermark {
+		t.curWm = MaxWatermark
+		if err := t.op.ProcessWatermark(MaxWatermark); err != nil {
+			return fmt.Errorf("processing final watermark in %s: %w", b.name, err)
+		}
+	}
+	if err := t.op.EndOfInput(); err != nil {
+		return fmt.Errorf("ending input of %s: %w", b.name, err)
+	}
+	if err := t.op.Flush(); err != nil {
+		return fmt.Errorf("flushing %s: %w", b.name, err)
+	}
+	if len(t.pending) != 0 {
+		return fmt.Errorf("%s ended with in-flight capture of checkpoints %v unfinished", b.name, t.pendingIDs())
+	}
+	return b.tc.Out.End()
+}
+
+func (t *operatorTask) pendingIDs() []checkpoint.ID {
+	ids := make([]checkpoint.ID, 0, len(t.pending))
+	for id := range t.pending {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// handle processes one element popped from channel i.
+func (t *operatorTask) handle(i int, e Element) error {
+	inRegion := e.Kind != KindBarrier && len(t.regions[i]) > 0
+	if err := t.handleElement(i, e); err != nil {
+		return err
+	}
+	if inRegion {
+		// e preceded the barriers of every open region on this input.
+		var ready []checkpoint.Barrier
+		kept := t.regions[i][:0]
+		for _, r := range t.regions[i] {
+			r.remaining--
+			if r.remaining > 0 {
+				kept = append(kept, r)
+				continue
+			}
+			if r.deferred {
+				ready = append(ready, r.barrier)
+			} else if p := t.pending[r.barrier.ID]; p != nil {
+				p.regions--
+			}
+		}
+		t.regions[i] = kept
+		for _, br := range ready {
+			if err := t.onBarrier(i, br, 0); err != nil {
+				return err
+			}
+		}
+	}
+	return t.finishPending()
+}
+
+func (t *operatorTask) handleElement(i int, e Element) error {
+	b := t.base
+	switch e.Kind {
+	case KindRecords:
+		b.counters.In.Add(int64(e.Batch.Len()))
+		t.capture(i, e.Batch)
+		if err := t.op.ProcessBatch(t.logical[i], e.Batch); err != nil {
+			return fmt.Errorf("processing records in %s: %w", b.name, err)
+		}
+	case KindWatermark:
+		if e.Watermark > t.inputWm[i] {
+			t.inputWm[i] = e.Watermark
+			if err := t.advanceWatermark(); err != nil {
+				return err
+			}
+		}
+	case KindBarrier:
+		if e.Overtaken > 0 {
+			// The barrier took the priority lane. Under an aligned
+			// checkpoint (pinned, or because the chain cannot capture) the
+			// overtaken elements must be processed before alignment sees
+			// the barrier; under an unaligned one they are captured.
+			r := region{barrier: e.Barrier, remaining: e.Overtaken, deferred: t.modeFor(e.Barrier) == checkpoint.Aligned}
+			t.regions[i] = append(t.regions[i], r)
+			if r.deferred {
+				return nil
+			}
+		}
+		return t.onBarrier(i, e.Barrier, e.Overtaken)
+	case KindEnd:
+		t.closed[i] = true
+		t.open--
+		t.inputWm[i] = MaxWatermark
+		if err := t.apply(t.align.OnInputClosed(i)); err != nil {
+			return err
+		}
+		if t.open > 0 {
+			return t.advanceWatermark()
+		}
+	}
+	return nil
+}
+
+// modeFor returns the mode checkpoint br.ID runs under in this task: the one
+// pinned by its first delivery, or the one this delivery would pin.
+func (t *operatorTask) modeFor(br checkpoint.Barrier) checkpoint.Mode {
+	if m, ok := t.pinned[br.ID]; ok {
+		return m
+	}
+	if br.Terminal || !t.canAlign {
+		return checkpoint.Aligned
+	}
+	return br.Mode
+}
+
+func (t *operatorTask) advanceWatermark() error {
+	wm := int64(MaxWatermark)
+	for i, w := range t.inputWm {
+		if !t.closed[i] {
+			wm = min(wm, w)
+		}
+	}
+	if wm <= t.curWm || wm == MaxWatermark {
+		return nil
+	}
+	t.curWm = wm
+	if err := t.op.ProcessWatermark(wm); err != nil {
+		return fmt.Errorf("processing watermark %d in %s: %w", wm, t.base.name, err)
+	}
+	return nil
+}
+
+// capture appends a batch from channel i to every unaligned snapshot whose
+// barrier it precedes.
+func (t *operatorTask) capture(i int, batch Batch) {
+	if len(t.pending) == 0 {
+		return
+	}
+	var ids []checkpoint.ID
+	for _, r := range t.regions[i] {
+		if !r.deferred {
+			ids = append(ids, r.barrier.ID)
+		}
+	}
+	ids = append(ids, t.align.Capturing(i)...)
+	if len(ids) == 0 {
+		return
+	}
+	t.scratch = t.op.EncodeBatch(t.logical[i], batch, t.scratch[:0])
+	for _, id := range ids {
+		p := t.pending[id]
+		if p == nil {
+			continue
+		}
+		f := p.inflight[i]
+		if f == nil {
+			f = &store.InFlight{Input: i}
+			p.inflight[i] = f
+		}
+		f.Data = appendFrame(f.Data, t.scratch)
+		f.Records += batch.Len()
+	}
+}
+
+func (t *operatorTask) onBarrier(i int, br checkpoint.Barrier, overtaken int) error {
+	if t.align.Paused(i) {
+		panic(fmt.Sprintf("runtime: %s popped %v from paused input %d", t.base.name, br, i))
+	}
+	first := len(t.align.Pending()) == 0
+	if _, ok := t.pinned[br.ID]; !ok {
+		t.pinned[br.ID] = t.modeFor(br)
+	}
+	adv := t.align.OnBarrier(i, br)
+	for id := range t.pinned {
+		if t.pending[id] == nil && !slices.Contains(t.align.Pending(), id) && id != br.ID {
+			delete(t.pinned, id)
+		}
+	}
+	if first && !adv.Forward && t.pausedAt.IsZero() {
+		t.pausedAt = time.Now()
+	}
+	if err := t.apply(adv); err != nil {
+		return err
+	}
+	if overtaken > 0 && !adv.Forward {
+		// The barrier was already forwarded by an earlier delivery; the
+		// region still precedes it on this input.
+		if p := t.pending[br.ID]; p != nil {
+			p.regions++
+		}
+	}
+	return nil
+}
+
+// apply carries out an alignment advance: snapshot and forward.
+func (t *operatorTask) apply(adv checkpoint.Advance) error {
+	b := t.base
+	if adv.Forward {
+		br := adv.Barrier
+		var alignNanos int64
+		if !t.pausedAt.IsZero() {
+			alignNanos = time.Since(t.pausedAt).Nanoseconds()
+			t.pausedAt = time.Time{}
+		}
+		snap, err := b.capture(t.op, br.ID, t.curWm)
+		if err != nil {
+			b.acks.decline(br.ID, b.participant, err)
+		}
+		if err := t.op.Flush(); err != nil {
+			return fmt.Errorf("flushing %s: %w", b.name, err)
+		}
+		if err := b.tc.Out.Barrier(br); err != nil {
+			return err
+		}
+		if snap != nil {
+			p := &pendingSnapshot{id: br.ID, snap: snap, inflight: map[int]*store.InFlight{}, align: alignNanos}
+			p.alignDone = !adv.UnalignedFirst || len(adv.CaptureInputs) == 0 || slices.Contains(adv.CaptureDone, br.ID)
+			for _, rs := range t.regions {
+				for _, r := range rs {
+					if r.barrier.ID == br.ID && !r.deferred {
+						p.regions++
+					}
+				}
+			}
+			t.pending[br.ID] = p
+		}
+	}
+	for _, id := range adv.CaptureDone {
+		if p := t.pending[id]; p != nil {
+			p.alignDone = true
+		}
+	}
+	return nil
+}
+
+// finishPending hands every snapshot whose capture is complete to the
+// snapshot worker, in checkpoint order.
+func (t *operatorTask) finishPending() error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	for _, id := range t.pendingIDs() {
+		p := t.pending[id]
+		if !p.alignDone || p.regions > 0 {
+			// Later ids wait for earlier ones so the worker sees them in order.
+			return nil
+		}
+		delete(t.pending, id)
+		if len(p.inflight) > 0 {
+			keys := make([]int, 0, len(p.inflight))
+			for k := range p.inflight {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			head := &p.snap.Operators[0]
+			for _, k := range keys {
+				head.InFlight = append(head.InFlight, *p.inflight[k])
+			}
+		}
+		if !t.base.submit(snapshotJob{id: id, snap: p.snap, align: p.align}) {
+			return ErrCanceled
+		}
+	}
+	return nil
+}
+
+// appendFrame appends a length-prefixed frame.
+func appendFrame(dst, frame []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(frame)))
+	return append(dst, frame...)
+}
+
+// restore brings back the task's watermark and replays the in-flight
+// records an unaligned checkpoint captured, before any new input is read.
+func (t *operatorTask) restore(snap *store.TaskSnapshot) error {
+	if len(snap.Operators) == 0 {
+		return nil
+	}
+	head := snap.Operators[0]
+	if head.Watermark > t.curWm {
+		t.curWm = head.Watermark
+	}
+	for _, f := range head.InFlight {
+		if f.Input < 0 || f.Input >= len(t.inputs) {
+			return fmt.Errorf("restoring %s: in-flight records of input %d, but the task has %d inputs", t.base.name, f.Input, len(t.inputs))
+		}
+		data, replayed := f.Data, 0
+		for len(data) > 0 {
+			n, k := binary.Uvarint(data)
+			if k <= 0 || n > uint64(len(data)-k) {
+				return fmt.Errorf("restoring %s: in-flight records of input %d are truncated after %d records", t.base.name, f.Input, replayed)
+			}
+			batch, err := t.op.DecodeBatch(t.logical[f.Input], data[k:k+int(n)])
+			if err != nil {
+				return fmt.Errorf("restoring %s: decoding in-flight records of input %d: %w", t.base.name, f.Input, err)
+			}
+			data = data[k+int(n):]
+			replayed += batch.Len()
+			if err := t.op.ProcessBatch(t.logical[f.Input], batch); err != nil {
+				return fmt.Errorf("replaying in-flight records in %s: %w", t.base.name, err)
+			}
+		}
+		if replayed != f.Records {
+			return fmt.Errorf("restoring %s: in-flight records of input %d: snapshot says %d, found %d", t.base.name, f.Input, f.Records, replayed)
+		}
+	}
+	return nil
+}

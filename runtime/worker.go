@@ -1,0 +1,117 @@
+package runtime
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+)
+
+// snapshotJob is one captured, not yet durable, task snapshot.
+type snapshotJob struct {
+	id   checkpoint.ID
+	snap *store.TaskSnapshot
+	// align is the time the task's inputs were paused for this checkpoint.
+	align int64
+}
+
+// acker receives a task's verdict on a checkpoint.
+type acker interface {
+	ack(id checkpoint.ID, p checkpoint.ParticipantID, bytes int64, alignNanos int64)
+	decline(id checkpoint.ID, p checkpoint.ParticipantID, err error)
+}
+
+// snapshotWorker makes one task's captured snapshots durable off the task
+// goroutine and acks each only after its bytes are on stable storage. Its
+// queue holds one job behind the one being written: a task that captures a
+// third checkpoint while two are outstanding blocks in enqueue, which bounds
+// how far processing runs ahead of durability.
+//
+// The task goroutine owns the worker: it calls enqueue, then exactly one of
+// drain (clean end: persist and ack the backlog) or cancel (failure: drop
+// what has not started, ack nothing more), and both wait for the worker
+// goroutine to exit.
+type snapshotWorker struct {
+	name        string
+	participant checkpoint.ParticipantID
+	store       *store.Store
+	acks        acker
+
+	queue    chan snapshotJob
+	canceled chan struct{}
+	wg       sync.WaitGroup
+	once     sync.Once
+}
+
+func newSnapshotWorker(name string, p checkpoint.ParticipantID, st *store.Store, acks acker) *snapshotWorker {
+	w := &snapshotWorker{
+		name:        name,
+		participant: p,
+		store:       st,
+		acks:        acks,
+		queue:       make(chan snapshotJob, 1),
+		canceled:    make(chan struct{}),
+	}
+	w.wg.Add(1)
+	go w.run()
+	return w
+}
+
+func (w *snapshotWorker) run() {
+	defer w.wg.Done()
+	for {
+		select {
+		case <-w.canceled:
+			return
+		case job, ok := <-w.queue:
+			if !ok {
+				return
+			}
+			select {
+			case <-w.canceled:
+				return
+			default:
+			}
+			w.persist(job)
+		}
+	}
+}
+
+func (w *snapshotWorker) persist(job snapshotJob) {
+	data := job.snap.Marshal()
+	n, err := w.store.WriteSnapshot(job.id, w.name, data)
+	if err != nil {
+		w.acks.decline(job.id, w.participant, fmt.Errorf("persisting snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
+		return
+	}
+	w.acks.ack(job.id, w.participant, n, job.align)
+}
+
+// enqueue hands a captured snapshot to the worker, blocking while the worker
+// is a checkpoint behind. It returns false if the worker was canceled or done
+// is closed first.
+func (w *snapshotWorker) enqueue(job snapshotJob, done <-chan struct{}) bool {
+	select {
+	case w.queue <- job:
+		return true
+	case <-w.canceled:
+		return false
+	case <-done:
+		return false
+	}
+}
+
+// drain persists and acks everything queued, then stops the worker.
+func (w *snapshotWorker) drain() {
+	w.once.Do(func() { close(w.queue) })
+	w.wg.Wait()
+}
+
+// cancel drops jobs that have not started and stops the worker; a write in
+// progress finishes first (its ack may still be sent and is harmless: the
+// coordinator ignores acks of checkpoints it no longer tracks).
+func (w *snapshotWorker) cancel() {
+	w.once.Do(func() { close(w.canceled) })
+	w.wg.Wait()
+}
