@@ -1,0 +1,86 @@
+package clink_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink"
+)
+
+type count struct {
+	Key string
+	N   int
+}
+
+func wordCountJob(t *testing.T, opts clink.Options, words []string) (*clink.Environment, *clink.CollectSink[count]) {
+	t.Helper()
+	env, err := clink.NewEnvironment(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := clink.FromSlice(env, "words", words)
+	upper := clink.Map(src, "upper", strings.ToUpper)
+	nonEmpty := clink.Filter(upper, "non_empty", func(s string) bool { return s != "" })
+	counted := clink.Process(clink.KeyBy(nonEmpty, func(s string) string { return s }), "count",
+		func(ctx *clink.KeyedContext[string, int], w string, out *clink.Collector[count]) error {
+			n, _ := ctx.Value()
+			n++
+			ctx.SetValue(n)
+			out.Collect(count{Key: w, N: n})
+			return nil
+		})
+	sink := &clink.CollectSink[count]{}
+	clink.SinkTo(counted, "collect", sink)
+	return env, sink
+}
+
+func finalCounts(items []count) map[string]int {
+	m := map[string]int{}
+	for _, c := range items {
+		m[c.Key] = max(m[c.Key], c.N)
+	}
+	return m
+}
+
+func TestWordCount(t *testing.T) {
+	var words []string
+	want := map[string]int{}
+	for i := 0; i < 10000; i++ {
+		w := fmt.Sprintf("w%d", i%37)
+		if i%101 == 0 {
+			w = ""
+		} else {
+			want[strings.ToUpper(w)]++
+		}
+		words = append(words, w)
+	}
+	for _, mode := range []clink.CheckpointMode{clink.Aligned, clink.Unaligned} {
+		t.Run(mode.String(), func(t *testing.T) {
+			env, sink := wordCountJob(t, clink.Options{
+				Parallelism: 2, CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond,
+				CheckpointMode: mode, BatchSize: 16,
+			}, words)
+			if err := env.Execute(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			got := finalCounts(sink.Items())
+			if len(sink.Items()) != 10000-100 {
+				t.Errorf("sink got %d records, want %d", len(sink.Items()), 10000-100)
+			}
+			keys := make([]string, 0, len(want))
+			for k := range want {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if got[k] != want[k] {
+					t.Errorf("count of %s = %d, want %d", k, got[k], want[k])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,363 @@
+package clink
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/metrics"
+	"github.com/clinkstream/clink/runtime"
+)
+
+// node is one operator of the logical job graph.
+type node struct {
+	env         *Environment
+	id          int
+	name        string
+	parallelism int
+	// fixedParallelism: the operator cannot run wider (a file source).
+	fixedParallelism bool
+	inputs           []*edge
+	outputs          []*edge
+	// port is the operator's output type; nil for sinks.
+	port portOps
+	// inPorts are the types of the operator's logical inputs.
+	inPorts []portOps
+	// build creates the operator's member for one subtask, given its typed
+	// output (an *out[T], nil for sinks). Operators with inputs return
+	// their typed input per logical input (*out[In]); sources return a
+	// producer.
+	build func(bc *buildCtx, o any) (ins []any, prod producer, err error)
+	// canUnalign: the operator's in-flight input can be captured.
+	vertex *vertexPlan
+}
+
+// producer is the typed source member as the source chain drives it.
+type producer interface {
+	produce() (runtime.ProduceStatus, error)
+}
+
+// counters counts one task's records; published to the metrics registry
+// once per batch, not per record.
+type counters struct {
+	in, out int64
+	m       *metrics.OperatorCounters
+}
+
+func (c *counters) publish() {
+	if c.m == nil {
+		return
+	}
+	if c.in != 0 {
+		c.m.In.Add(c.in)
+		c.in = 0
+	}
+	if c.out != 0 {
+		c.m.Out.Add(c.out)
+		c.out = 0
+	}
+}
+
+// buildCtx collects the members of one task's chain while it is built.
+type buildCtx struct {
+	tc         *runtime.TaskContext
+	batchSize  int
+	members    []member
+	flushers   []flusher
+	after      []afterBatcher
+	edgeIndex  map[*edge]int
+	counters   *counters
+	opts       *Options
+	sourceProd producer
+}
+
+func (bc *buildCtx) add(m member) {
+	bc.members = append(bc.members, m)
+	if a, ok := m.(afterBatcher); ok {
+		bc.after = append(bc.after, a)
+	}
+}
+
+// vertexPlan is a chain: a head operator and the operators chained to it.
+type vertexPlan struct {
+	head  *node
+	nodes []*node
+	index int
+}
+
+func (env *Environment) newNode(name string, parallelism int) *node {
+	n := &node{env: env, id: len(env.nodes), name: name, parallelism: parallelism}
+	env.nodes = append(env.nodes, n)
+	return n
+}
+
+func connect(from, to *node, input int, part partKind, newSelector func() any) {
+	e := &edge{from: from, to: to, input: input, part: part, newSelector: newSelector}
+	from.outputs = append(from.outputs, e)
+	to.inputs = append(to.inputs, e)
+}
+
+// chainable reports whether e joins two operators into one task: a forward
+// edge between equal parallelisms into a single-input operator.
+func chainable(e *edge) bool {
+	return e.part == partForward && len(e.to.inputs) == 1 &&
+		e.from.parallelism == e.to.parallelism
+}
+
+// plan turns the logical graph into the runtime's job graph.
+func (env *Environment) plan() (*runtime.JobGraph, error) {
+	if len(env.nodes) == 0 {
+		return nil, errors.New("job has no operators")
+	}
+	seen := map[string]bool{}
+	for _, n := range env.nodes {
+		if !uidPattern.MatchString(n.name) {
+			return nil, fmt.Errorf("operator name %q: use letters, digits, '_' and '.' only (it names the operator's checkpoint files)", n.name)
+		}
+		if seen[n.name] {
+			return nil, fmt.Errorf("operator name %q is used twice; names identify operators in checkpoints and must be unique", n.name)
+		}
+		seen[n.name] = true
+		if n.port != nil && len(n.outputs) == 0 {
+			return nil, fmt.Errorf("the output of operator %q goes nowhere; give it a sink", n.name)
+		}
+	}
+	// Nodes are created after their inputs, so creation order is a
+	// topological order: assign chains front to back.
+	var vertices []*vertexPlan
+	for _, n := range env.nodes {
+		if len(n.inputs) == 1 && chainable(n.inputs[0]) {
+			v := n.inputs[0].from.vertex
+			v.nodes = append(v.nodes, n)
+			n.vertex = v
+			continue
+		}
+		v := &vertexPlan{head: n, nodes: []*node{n}, index: len(vertices)}
+		n.vertex = v
+		vertices = append(vertices, v)
+	}
+	g := &runtime.JobGraph{}
+	for _, v := range vertices {
+		rv := &runtime.Vertex{UID: v.head.name, Parallelism: v.head.parallelism}
+		if len(v.head.inputs) == 0 {
+			rv.NewSource = func(int) runtime.Source { return &sourceChain{chain: chain{plan: v, opts: &env.opts}} }
+		} else {
+			rv.NewOperator = func(int) runtime.Operator { return &operatorChain{chain: chain{plan: v, opts: &env.opts}} }
+		}
+		g.Vertices = append(g.Vertices, rv)
+	}
+	// Edges between vertices, numbered per upstream vertex in order.
+	for _, v := range vertices {
+		for _, n := range v.nodes {
+			for _, e := range n.outputs {
+				if e.to.vertex == v && chainable(e) {
+					continue
+				}
+				g.Edges = append(g.Edges, runtime.Edge{From: v.index, To: e.to.vertex.index, Input: e.input})
+			}
+		}
+	}
+	return g, nil
+}
+
+// chain is what operatorChain and sourceChain share: the members of one
+// task and their wiring.
+type chain struct {
+	plan *vertexPlan
+	opts *Options
+	bc   *buildCtx
+	// ins are the head's typed inputs (operator chains only).
+	ins []any
+}
+
+// build wires the chain's members back to front for one subtask.
+func (c *chain) build(tc *runtime.TaskContext) error {
+	bc := &buildCtx{
+		tc:        tc,
+		batchSize: c.opts.BatchSize,
+		edgeIndex: map[*edge]int{},
+		counters:  &counters{m: tc.Metrics.Operator(c.plan.head.name, tc.Subtask)},
+		opts:      c.opts,
+	}
+	// Outgoing exchange edges in the same order plan numbered them.
+	k := 0
+	for _, n := range c.plan.nodes {
+		for _, e := range n.outputs {
+			if e.to.vertex == c.plan && chainable(e) {
+				continue
+			}
+			bc.edgeIndex[e] = k
+			k++
+		}
+	}
+	c.bc = bc
+	var build func(n *node) ([]any, error)
+	build = func(n *node) ([]any, error) {
+		var outs []any
+		for _, e := range n.outputs {
+			if e.to.vertex == c.plan && chainable(e) {
+				ins, err := build(e.to)
+				if err != nil {
+					return nil, err
+				}
+				outs = append(outs, ins[0])
+				continue
+			}
+			outs = append(outs, n.port.writer(bc, bc.edgeIndex[e], e))
+		}
+		var o any
+		if n.port != nil {
+			o = n.port.fanout(outs)
+		}
+		ins, prod, err := n.build(bc, o)
+		if err != nil {
+			return nil, fmt.Errorf("building operator %s: %w", n.name, err)
+		}
+		if prod != nil {
+			bc.sourceProd = prod
+		}
+		return ins, nil
+	}
+	ins, err := build(c.plan.head)
+	if err != nil {
+		return err
+	}
+	c.ins = ins
+	// Members were added back to front; restore chain order.
+	for i, j := 0, len(bc.members)-1; i < j; i, j = i+1, j-1 {
+		bc.members[i], bc.members[j] = bc.members[j], bc.members[i]
+	}
+	for _, m := range bc.members {
+		var restored *store.OperatorSnapshot
+		if tc.Restored != nil {
+			for i := range tc.Restored.Operators {
+				if tc.Restored.Operators[i].UID == m.uid() {
+					restored = &tc.Restored.Operators[i]
+				}
+			}
+		}
+		if err := m.open(tc, restored); err != nil {
+			return fmt.Errorf("opening operator %s: %w", m.uid(), err)
+		}
+	}
+	return nil
+}
+
+func (c *chain) Snapshot(id checkpoint.ID) ([]store.OperatorSnapshot, error) {
+	ops := make([]store.OperatorSnapshot, 0, len(c.bc.members))
+	for _, m := range c.bc.members {
+		s, err := m.snapshot(id)
+		if err != nil {
+			return nil, fmt.Errorf("snapshotting operator %s: %w", m.uid(), err)
+		}
+		if s == nil {
+			s = &store.OperatorSnapshot{UID: m.uid(), Watermark: runtime.MinWatermark}
+		}
+		ops = append(ops, *s)
+	}
+	return ops, nil
+}
+
+func (c *chain) Flush() error {
+	for _, f := range c.bc.flushers {
+		if err := f.flush(); err != nil {
+			return err
+		}
+	}
+	c.bc.counters.publish()
+	return nil
+}
+
+func (c *chain) afterBatch() error {
+	for _, a := range c.bc.after {
+		if err := a.afterBatch(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *chain) endOfInput() error {
+	for _, m := range c.bc.members {
+		if err := m.endOfInput(); err != nil {
+			return fmt.Errorf("ending input of operator %s: %w", m.uid(), err)
+		}
+	}
+	return nil
+}
+
+func (c *chain) Close() error {
+	if c.bc == nil {
+		return nil
+	}
+	var errs []error
+	for _, m := range c.bc.members {
+		if err := m.close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing operator %s: %w", m.uid(), err))
+		}
+	}
+	c.bc.counters.publish()
+	return errors.Join(errs...)
+}
+
+// operatorChain is a chain whose head has inputs.
+type operatorChain struct {
+	chain
+	feeders []func(runtime.Batch) error
+	wm      func(int64) error
+}
+
+func (c *operatorChain) Open(tc *runtime.TaskContext) error {
+	if err := c.build(tc); err != nil {
+		return err
+	}
+	head := c.plan.head
+	c.feeders = make([]func(runtime.Batch) error, len(c.ins))
+	for i, in := range c.ins {
+		c.feeders[i] = head.inPorts[i].feeder(in)
+	}
+	c.wm = head.inPorts[0].watermark(c.ins[0])
+	return nil
+}
+
+func (c *operatorChain) ProcessBatch(input int, b runtime.Batch) error {
+	if err := c.feeders[input](b); err != nil {
+		return err
+	}
+	return c.afterBatch()
+}
+
+func (c *operatorChain) ProcessWatermark(wm int64) error { return c.wm(wm) }
+
+func (c *operatorChain) EndOfInput() error { return c.endOfInput() }
+
+func (c *operatorChain) CanUnalign() bool { return true }
+
+func (c *operatorChain) EncodeBatch(input int, b runtime.Batch, dst []byte) []byte {
+	return c.plan.head.inPorts[input].encode(b, dst)
+}
+
+func (c *operatorChain) DecodeBatch(input int, data []byte) (runtime.Batch, error) {
+	return c.plan.head.inPorts[input].decode(data)
+}
+
+// sourceChain is a chain whose head is a source.
+type sourceChain struct {
+	chain
+}
+
+func (c *sourceChain) Open(tc *runtime.TaskContext) error { return c.build(tc) }
+
+func (c *sourceChain) Produce() (runtime.ProduceStatus, error) {
+	st, err := c.bc.sourceProd.produce()
+	if err != nil {
+		return st, err
+	}
+	if err := c.afterBatch(); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+func (c *sourceChain) EndOfInput() error { return c.endOfInput() }

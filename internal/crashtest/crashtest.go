@@ -1,0 +1,142 @@
+// Package crashtest runs a job as a subprocess, kills it with SIGKILL at
+// random moments, restarts it from its latest completed checkpoint, and
+// repeats until the job finishes on its own. Tests then compare what the job
+// left behind with what an uninterrupted run produces.
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint/store"
+)
+
+// Harness describes one crash test.
+type Harness struct {
+	// Command returns the job's command; restore is "" for a fresh start
+	// or "latest" when the directory holds a completed checkpoint.
+	Command func(restore string) *exec.Cmd
+	// CheckpointDir is the job's checkpoint directory.
+	CheckpointDir string
+	// Kills is how many times the job is killed before it may finish.
+	Kills int
+	// MinDelay and MaxDelay bound the random time from a start to its kill.
+	MinDelay, MaxDelay time.Duration
+	// Seed makes the kill moments reproducible.
+	Seed uint64
+	// Deadline bounds the whole test.
+	Deadline time.Duration
+}
+
+// Run is the record of one incarnation.
+type Run struct {
+	Restore string
+	Killed  bool
+	Elapsed time.Duration
+	Stderr  string
+}
+
+// Result is what Harness.Run observed.
+type Result struct {
+	Runs []Run
+	// Kills counts incarnations that were killed while still running.
+	Kills int
+}
+
+// Run executes the crash test. It returns an error if an incarnation fails
+// on its own (exits non-zero without being killed), or the deadline passes.
+func (h *Harness) Run(ctx context.Context) (Result, error) {
+	if h.Deadline == 0 {
+		h.Deadline = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.Deadline)
+	defer cancel()
+	rng := rand.New(rand.NewPCG(h.Seed, h.Seed^0x9e3779b97f4a7c15))
+	var res Result
+	for {
+		restore := ""
+		if ids, err := completed(h.CheckpointDir); err != nil {
+			return res, err
+		} else if len(ids) > 0 {
+			restore = "latest"
+		}
+		cmd := h.Command(restore)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		start := time.Now()
+		if err := cmd.Start(); err != nil {
+			return res, fmt.Errorf("starting job: %w", err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		var timer <-chan time.Time
+		if res.Kills < h.Kills {
+			d := h.MinDelay
+			if h.MaxDelay > h.MinDelay {
+				d += time.Duration(rng.Int64N(int64(h.MaxDelay - h.MinDelay)))
+			}
+			timer = time.After(d)
+		}
+		run := Run{Restore: restore}
+		var werr error
+		select {
+		case werr = <-exited:
+		case <-timer:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			werr = <-exited
+			run.Killed = true
+			res.Kills++
+		case <-ctx.Done():
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+			return res, fmt.Errorf("crash test deadline passed after %d runs: %w", len(res.Runs), ctx.Err())
+		}
+		run.Elapsed = time.Since(start)
+		run.Stderr = stderr.String()
+		res.Runs = append(res.Runs, run)
+		if run.Killed {
+			var ee *exec.ExitError
+			if werr != nil && !errors.As(werr, &ee) {
+				return res, fmt.Errorf("waiting for killed job: %w", werr)
+			}
+			continue
+		}
+		if werr != nil {
+			// A job that exits because of a fault point it was told to
+			// hit was killed by itself: treat it like a kill.
+			var ee *exec.ExitError
+			if errors.As(werr, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+					run.Killed = true
+					res.Runs[len(res.Runs)-1] = run
+					res.Kills++
+					continue
+				}
+			}
+			return res, fmt.Errorf("job run %d (restore %q) failed: %v\nstderr:\n%s", len(res.Runs), restore, werr, run.Stderr)
+		}
+		return res, nil
+	}
+}
+
+func completed(dir string) ([]uint64, error) {
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	ids, err := st.Completed()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(ids))
+	for i, id := range ids {
+		out[i] = uint64(id)
+	}
+	return out, nil
+}

@@ -1,0 +1,202 @@
+package clink
+
+import (
+	"fmt"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/runtime"
+	"github.com/clinkstream/clink/state"
+)
+
+// KeyedStream is a stream partitioned by a key: all records with the same
+// key go to the same subtask of the next operator, which can keep state per
+// key.
+type KeyedStream[K comparable, T any] struct {
+	stream Stream[T]
+	key    func(T) K
+	codec  state.Codec[K]
+}
+
+// KeyBy partitions s by key. Keys are hashed from their encoding (see
+// state.CodecFor), so equal keys land in the same key group in every run.
+func KeyBy[T any, K comparable](s Stream[T], key func(T) K) KeyedStream[K, T] {
+	return KeyedStream[K, T]{stream: s, key: key, codec: state.CodecFor[K]()}
+}
+
+// selector returns the hash-partitioning function of the stream for one
+// writer (key hashers keep scratch space, so each writer gets its own).
+func (ks KeyedStream[K, T]) selector(maxParallelism int) func() any {
+	return func() any {
+		h := state.HasherFor(ks.codec)
+		key := ks.key
+		return func(v T, targets int) int {
+			kg := state.KeyGroupFor(h(key(v)), maxParallelism)
+			return state.SubtaskForKeyGroup(kg, maxParallelism, targets)
+		}
+	}
+}
+
+// KeyedContext is the view of a keyed operator on the record being
+// processed: its key, timestamp, and the key's value state.
+type KeyedContext[K comparable, V any] struct {
+	key     K
+	ts      int64
+	wm      int64
+	table   *state.ValueTable[K, V]
+	subtask int
+}
+
+// Key returns the key of the current record.
+func (c *KeyedContext[K, V]) Key() K { return c.key }
+
+// Timestamp returns the event time of the current record in milliseconds,
+// or NoTimestamp.
+func (c *KeyedContext[K, V]) Timestamp() int64 { return c.ts }
+
+// CurrentWatermark returns the operator's current event-time watermark.
+func (c *KeyedContext[K, V]) CurrentWatermark() int64 { return c.wm }
+
+// Value returns the current key's state and whether it is set.
+func (c *KeyedContext[K, V]) Value() (V, bool) { return c.table.Get(c.key) }
+
+// SetValue sets the current key's state.
+func (c *KeyedContext[K, V]) SetValue(v V) { c.table.Put(c.key, v) }
+
+// Clear removes the current key's state.
+func (c *KeyedContext[K, V]) Clear() { c.table.Delete(c.key) }
+
+// Subtask returns the index of the subtask processing the record.
+func (c *KeyedContext[K, V]) Subtask() int { return c.subtask }
+
+// keyedMember holds one keyed operator's value state.
+type keyedMember[K comparable, V any] struct {
+	name  string
+	table *state.ValueTable[K, V]
+	rng   state.KeyGroupRange
+}
+
+func (m *keyedMember[K, V]) uid() string { return m.name }
+
+func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, restored *store.OperatorSnapshot) error {
+	m.rng = state.RangeForSubtask(tc.Subtask, tc.MaxParallelism, tc.Parallelism)
+	if restored == nil {
+		return nil
+	}
+	groups := make([]state.KeyGroupData, len(restored.KeyGroups))
+	for i, g := range restored.KeyGroups {
+		groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+	}
+	return m.table.Restore(groups, m.rng)
+}
+
+func (m *keyedMember[K, V]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) {
+	groups := m.table.Snapshot()
+	s := &store.OperatorSnapshot{UID: m.name, Watermark: runtime.MinWatermark, KeyGroups: make([]store.KeyGroupState, len(groups))}
+	for i, g := range groups {
+		s.KeyGroups[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+	}
+	return s, nil
+}
+
+func (m *keyedMember[K, V]) endOfInput() error { return nil }
+func (m *keyedMember[K, V]) close() error      { return nil }
+
+// ProcessFunc is the function of a keyed Process operator: it sees each
+// record with its key's context and emits any number of results.
+type ProcessFunc[K comparable, T, V, U any] func(ctx *KeyedContext[K, V], in T, out *Collector[U]) error
+
+// Process applies fn to every record of a keyed stream, with a value state
+// of type V per key that is checkpointed and restored.
+func Process[K comparable, T, V, U any](ks KeyedStream[K, T], name string, fn ProcessFunc[K, T, V, U]) Stream[U] {
+	up := ks.stream.node
+	env := up.env
+	n := env.newNode(name, env.opts.Parallelism)
+	n.port = newPort[U]()
+	n.inPorts = []portOps{up.port}
+	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
+	maxPar := env.opts.MaxParallelism
+	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
+		m := &keyedMember[K, V]{name: name, table: state.NewValueTable(ks.codec, state.CodecFor[V](), maxPar)}
+		bc.add(m)
+		col := &Collector[U]{o: o.(*out[U])}
+		ctx := &KeyedContext[K, V]{table: m.table, wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
+		key := ks.key
+		down := o.(*out[U])
+		in := &out[T]{
+			rec: func(v T, ts int64) error {
+				ctx.key, ctx.ts = key(v), ts
+				col.ts = ts
+				if err := fn(ctx, v, col); err != nil {
+					return err
+				}
+				return col.err
+			},
+			wm: func(wm int64) error {
+				ctx.wm = wm
+				return down.wm(wm)
+			},
+		}
+		return []any{in}, nil, nil
+	}
+	return Stream[U]{node: n}
+}
+
+// ConnectedStreams are two keyed streams with the same key type whose
+// records meet in one operator (KeyedCoProcess).
+type ConnectedStreams[K comparable, A, B any] struct {
+	a KeyedStream[K, A]
+	b KeyedStream[K, B]
+}
+
+// Connect joins two keyed streams with the same key type.
+func Connect[K comparable, A, B any](a KeyedStream[K, A], b KeyedStream[K, B]) ConnectedStreams[K, A, B] {
+	return ConnectedStreams[K, A, B]{a: a, b: b}
+}
+
+// CoProcess processes the records of both connected streams with shared
+// value state per key: fnA for records of the first stream, fnB for the
+// second. The operator has two inputs; its barrier alignment (aligned or
+// unaligned) is what keeps the shared state consistent.
+func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name string,
+	fnA ProcessFunc[K, A, V, U], fnB ProcessFunc[K, B, V, U]) Stream[U] {
+	ua, ub := cs.a.stream.node, cs.b.stream.node
+	env := ua.env
+	if ub.env != env {
+		env.fail(fmt.Errorf("co-process %q: streams belong to different environments", name))
+	}
+	n := env.newNode(name, env.opts.Parallelism)
+	n.port = newPort[U]()
+	n.inPorts = []portOps{ua.port, ub.port}
+	maxPar := env.opts.MaxParallelism
+	connect(ua, n, 0, partHash, cs.a.selector(maxPar))
+	connect(ub, n, 1, partHash, cs.b.selector(maxPar))
+	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
+		m := &keyedMember[K, V]{name: name, table: state.NewValueTable(cs.a.codec, state.CodecFor[V](), maxPar)}
+		bc.add(m)
+		down := o.(*out[U])
+		col := &Collector[U]{o: down}
+		ctx := &KeyedContext[K, V]{table: m.table, wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
+		wm := func(wm int64) error {
+			ctx.wm = wm
+			return down.wm(wm)
+		}
+		keyA, keyB := cs.a.key, cs.b.key
+		inA := &out[A]{rec: func(v A, ts int64) error {
+			ctx.key, ctx.ts, col.ts = keyA(v), ts, ts
+			if err := fnA(ctx, v, col); err != nil {
+				return err
+			}
+			return col.err
+		}, wm: wm}
+		inB := &out[B]{rec: func(v B, ts int64) error {
+			ctx.key, ctx.ts, col.ts = keyB(v), ts, ts
+			if err := fnB(ctx, v, col); err != nil {
+				return err
+			}
+			return col.err
+		}, wm: wm}
+		return []any{inA, inB}, nil, nil
+	}
+	return Stream[U]{node: n}
+}

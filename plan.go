@@ -1,0 +1,275 @@
+package clink
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/runtime"
+	"github.com/clinkstream/clink/state"
+)
+
+// records is the batch type between tasks: values and their timestamps.
+type records[T any] struct {
+	vals []T
+	ts   []int64
+}
+
+func (r *records[T]) Len() int { return len(r.vals) }
+
+// out is where a chain member sends its results: the next member's input,
+// a fan-out of several, or an exchange writer.
+type out[T any] struct {
+	rec func(v T, ts int64) error
+	wm  func(wm int64) error
+}
+
+// member is one operator of a chain, as the chain drives it.
+type member interface {
+	uid() string
+	// open restores the member's state; restored is nil on a fresh start
+	// or when the checkpoint has nothing for this member.
+	open(tc *runtime.TaskContext, restored *store.OperatorSnapshot) error
+	// snapshot returns the member's state, nil if it keeps none.
+	snapshot(id checkpoint.ID) (*store.OperatorSnapshot, error)
+	endOfInput() error
+	close() error
+}
+
+// afterBatcher is implemented by members that act once per produced or
+// processed batch rather than per record (periodic watermarks).
+type afterBatcher interface{ afterBatch() error }
+
+type flusher interface{ flush() error }
+
+type partKind uint8
+
+const (
+	partForward partKind = iota
+	partRebalance
+	partHash
+	partBroadcast
+)
+
+func (p partKind) String() string {
+	return [...]string{"forward", "rebalance", "hash", "broadcast"}[p]
+}
+
+type edge struct {
+	from, to *node
+	input    int
+	part     partKind
+	// newSelector returns a fresh func(T, targets int) int for hash edges
+	// (as any); fresh per writer because key hashers keep scratch space.
+	newSelector func() any
+}
+
+// portOps does for one record type what the erased plan needs.
+type portOps interface {
+	fanout(outs []any) any
+	writer(bc *buildCtx, edgeIndex int, e *edge) any
+	feeder(in any) func(b runtime.Batch) error
+	watermark(in any) func(int64) error
+	encode(b runtime.Batch, dst []byte) []byte
+	decode(data []byte) (runtime.Batch, error)
+}
+
+type port[T any] struct{ codec state.Codec[T] }
+
+func newPort[T any]() *port[T] { return &port[T]{codec: state.CodecFor[T]()} }
+
+func (p *port[T]) fanout(outs []any) any {
+	switch len(outs) {
+	case 0:
+		return &out[T]{rec: func(T, int64) error { return nil }, wm: func(int64) error { return nil }}
+	case 1:
+		return outs[0]
+	}
+	typed := make([]*out[T], len(outs))
+	for i, o := range outs {
+		typed[i] = o.(*out[T])
+	}
+	return &out[T]{
+		rec: func(v T, ts int64) error {
+			for _, o := range typed {
+				if err := o.rec(v, ts); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		wm: func(wm int64) error {
+			for _, o := range typed {
+				if err := o.wm(wm); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+// writer returns the typed output of an exchange edge: records are
+// partitioned into per-target batches pushed when full or flushed.
+func (p *port[T]) writer(bc *buildCtx, edgeIndex int, e *edge) any {
+	w := &exchangeWriter[T]{
+		outs:      bc.tc.Out,
+		edge:      edgeIndex,
+		batchSize: bc.batchSize,
+		lastWm:    runtime.MinWatermark,
+		counters:  bc.counters,
+	}
+	n := bc.tc.Out.Targets(edgeIndex)
+	w.pending = make([]*records[T], n)
+	for i := range w.pending {
+		w.pending[i] = w.newBatch()
+	}
+	bc.flushers = append(bc.flushers, w)
+	o := &out[T]{wm: w.watermark}
+	switch {
+	case n == 1:
+		o.rec = w.recOne
+	case e.part == partHash:
+		w.selector = e.newSelector().(func(T, int) int)
+		o.rec = w.recHash
+	case e.part == partBroadcast:
+		o.rec = w.recBroadcast
+	default:
+		// Forward between different parallelisms degrades to rebalance.
+		w.next = bc.tc.Subtask % n
+		o.rec = w.recRebalance
+	}
+	return o
+}
+
+func (p *port[T]) feeder(in any) func(b runtime.Batch) error {
+	o := in.(*out[T])
+	return func(b runtime.Batch) error {
+		r := b.(*records[T])
+		for i, v := range r.vals {
+			if err := o.rec(v, r.ts[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func (p *port[T]) watermark(in any) func(int64) error { return in.(*out[T]).wm }
+
+func (p *port[T]) encode(b runtime.Batch, dst []byte) []byte {
+	r := b.(*records[T])
+	dst = binary.AppendUvarint(dst, uint64(len(r.vals)))
+	for i, v := range r.vals {
+		dst = binary.AppendVarint(dst, r.ts[i])
+		dst = p.codec.Append(dst, v)
+	}
+	return dst
+}
+
+func (p *port[T]) decode(data []byte) (runtime.Batch, error) {
+	n, k := binary.Uvarint(data)
+	if k <= 0 || n > uint64(len(data)) {
+		return nil, fmt.Errorf("decoding record batch: bad record count")
+	}
+	data = data[k:]
+	r := &records[T]{vals: make([]T, 0, n), ts: make([]int64, 0, n)}
+	for i := uint64(0); i < n; i++ {
+		ts, k := binary.Varint(data)
+		if k <= 0 {
+			return nil, fmt.Errorf("decoding timestamp of record %d: %w", i, state.ErrShortBuffer)
+		}
+		data = data[k:]
+		v, k2, err := p.codec.Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("decoding record %d: %w", i, err)
+		}
+		data = data[k2:]
+		r.vals = append(r.vals, v)
+		r.ts = append(r.ts, ts)
+	}
+	if len(data) != 0 {
+		return nil, fmt.Errorf("decoding record batch: %d bytes left after %d records", len(data), n)
+	}
+	return r, nil
+}
+
+// exchangeWriter batches one chain's output for one outgoing edge.
+type exchangeWriter[T any] struct {
+	outs      *runtime.Outputs
+	edge      int
+	batchSize int
+	pending   []*records[T]
+	selector  func(T, int) int
+	next      int
+	lastWm    int64
+	counters  *counters
+}
+
+func (w *exchangeWriter[T]) newBatch() *records[T] {
+	return &records[T]{vals: make([]T, 0, w.batchSize), ts: make([]int64, 0, w.batchSize)}
+}
+
+func (w *exchangeWriter[T]) add(target int, v T, ts int64) error {
+	b := w.pending[target]
+	b.vals = append(b.vals, v)
+	b.ts = append(b.ts, ts)
+	if len(b.vals) >= w.batchSize {
+		return w.send(target)
+	}
+	return nil
+}
+
+func (w *exchangeWriter[T]) send(target int) error {
+	b := w.pending[target]
+	w.pending[target] = w.newBatch()
+	w.counters.out += int64(len(b.vals))
+	return w.outs.Send(w.edge, target, b)
+}
+
+func (w *exchangeWriter[T]) recOne(v T, ts int64) error { return w.add(0, v, ts) }
+
+func (w *exchangeWriter[T]) recHash(v T, ts int64) error {
+	return w.add(w.selector(v, len(w.pending)), v, ts)
+}
+
+func (w *exchangeWriter[T]) recRebalance(v T, ts int64) error {
+	t := w.next
+	w.next++
+	if w.next == len(w.pending) {
+		w.next = 0
+	}
+	return w.add(t, v, ts)
+}
+
+func (w *exchangeWriter[T]) recBroadcast(v T, ts int64) error {
+	for t := range w.pending {
+		if err := w.add(t, v, ts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *exchangeWriter[T]) flush() error {
+	for t, b := range w.pending {
+		if len(b.vals) > 0 {
+			if err := w.send(t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *exchangeWriter[T]) watermark(wm int64) error {
+	if wm <= w.lastWm {
+		return nil
+	}
+	w.lastWm = wm
+	if err := w.flush(); err != nil {
+		return err
+	}
+	return w.outs.EdgeWatermark(w.edge, wm)
+}

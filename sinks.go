@@ -1,0 +1,213 @@
+package clink
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/runtime"
+)
+
+// SinkContext tells a sink which subtask it serves.
+type SinkContext struct {
+	Subtask, Parallelism int
+}
+
+// Sink receives the records of a stream. One Sink value serves every
+// subtask of the sink operator: Open is called once per subtask, and Write
+// concurrently from several subtasks when the parallelism is above 1.
+// Exactly-once output to external systems needs a committing sink; a plain
+// Sink sees the records replayed after a restore again.
+type Sink[T any] interface {
+	Open(ctx SinkContext) error
+	Write(ctx SinkContext, v T) error
+	Close(ctx SinkContext) error
+}
+
+type sinkFunc[T any] func(T) error
+
+func (f sinkFunc[T]) Open(SinkContext) error         { return nil }
+func (f sinkFunc[T]) Write(_ SinkContext, v T) error { return f(v) }
+func (f sinkFunc[T]) Close(SinkContext) error        { return nil }
+
+// SinkFunc adapts a function to a Sink. It must be safe for concurrent use
+// when the sink runs at a parallelism above 1.
+func SinkFunc[T any](f func(T) error) Sink[T] { return sinkFunc[T](f) }
+
+// PrintSink writes each record on its own line to w, formatted with %v.
+func PrintSink[T any](w io.Writer) Sink[T] {
+	var mu sync.Mutex
+	return sinkFunc[T](func(v T) error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := fmt.Fprintln(w, v)
+		return err
+	})
+}
+
+// CollectSink keeps every record in memory; for tests and examples.
+type CollectSink[T any] struct {
+	mu    sync.Mutex
+	items []T
+}
+
+// Open implements Sink.
+func (c *CollectSink[T]) Open(SinkContext) error { return nil }
+
+// Write implements Sink.
+func (c *CollectSink[T]) Write(_ SinkContext, v T) error {
+	c.mu.Lock()
+	c.items = append(c.items, v)
+	c.mu.Unlock()
+	return nil
+}
+
+// Close implements Sink.
+func (c *CollectSink[T]) Close(SinkContext) error { return nil }
+
+// Items returns a copy of the records received so far.
+func (c *CollectSink[T]) Items() []T {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]T(nil), c.items...)
+}
+
+type sinkMember[T any] struct {
+	name   string
+	sink   Sink[T]
+	ctx    SinkContext
+	opened bool
+}
+
+func (m *sinkMember[T]) uid() string { return m.name }
+
+func (m *sinkMember[T]) open(tc *runtime.TaskContext, _ *store.OperatorSnapshot) error {
+	m.ctx = SinkContext{Subtask: tc.Subtask, Parallelism: tc.Parallelism}
+	if err := m.sink.Open(m.ctx); err != nil {
+		return err
+	}
+	m.opened = true
+	return nil
+}
+
+func (m *sinkMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) { return nil, nil }
+func (m *sinkMember[T]) endOfInput() error                                       { return nil }
+
+func (m *sinkMember[T]) close() error {
+	if !m.opened {
+		return nil
+	}
+	m.opened = false
+	return m.sink.Close(m.ctx)
+}
+
+// SinkTo ends s in sink. The sink operator runs at the parallelism of s and
+// is chained to it.
+func SinkTo[T any](s Stream[T], name string, sink Sink[T]) {
+	up := s.node
+	n := up.env.newNode(name, up.parallelism)
+	n.inPorts = []portOps{up.port}
+	connect(up, n, 0, partForward, nil)
+	n.build = func(bc *buildCtx, _ any) ([]any, producer, error) {
+		m := &sinkMember[T]{name: name, sink: sink}
+		bc.add(m)
+		c := bc.counters
+		in := &out[T]{
+			rec: func(v T, _ int64) error {
+				c.out++
+				return m.sink.Write(m.ctx, v)
+			},
+			wm: func(int64) error { return nil },
+		}
+		return []any{in}, nil, nil
+	}
+}
+
+// AssignTimestamps gives each record of s the event time ts(v) in
+// milliseconds and generates bounded-out-of-orderness watermarks: the
+// highest timestamp seen minus outOfOrderness minus 1 ms, emitted every
+// Options.WatermarkInterval. Watermarks arriving from upstream are replaced,
+// except the final one at end of input.
+func AssignTimestamps[T any](s Stream[T], name string, ts func(T) int64, outOfOrderness time.Duration) Stream[T] {
+	bound := outOfOrderness.Milliseconds()
+	env := s.node.env
+	interval := env.opts.WatermarkInterval
+	n := env.newNode(name, s.node.parallelism)
+	n.port = s.node.port
+	n.inPorts = []portOps{s.node.port}
+	connect(s.node, n, 0, partForward, nil)
+	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
+		down := o.(*out[T])
+		m := &watermarkMember{name: name, down: down.wm, maxTs: runtime.MinWatermark, emitted: runtime.MinWatermark, bound: bound, interval: interval}
+		bc.add(m)
+		next := down.rec
+		in := &out[T]{
+			rec: func(v T, _ int64) error {
+				t := ts(v)
+				if t > m.maxTs {
+					m.maxTs = t
+				}
+				return next(v, t)
+			},
+			wm: func(wm int64) error {
+				if wm == runtime.MaxWatermark {
+					m.emitted = wm
+					return m.down(wm)
+				}
+				return nil
+			},
+		}
+		return []any{in}, nil, nil
+	}
+	return Stream[T]{node: n}
+}
+
+type watermarkMember struct {
+	name     string
+	down     func(int64) error
+	maxTs    int64
+	emitted  int64
+	bound    int64
+	interval time.Duration
+	last     time.Time
+}
+
+func (m *watermarkMember) uid() string { return m.name }
+
+func (m *watermarkMember) open(_ *runtime.TaskContext, restored *store.OperatorSnapshot) error {
+	if restored != nil && restored.Watermark > m.emitted {
+		// Never emit a watermark below one emitted before the restore.
+		m.emitted = restored.Watermark
+		m.maxTs = restored.Watermark + m.bound + 1
+	}
+	return nil
+}
+
+func (m *watermarkMember) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) {
+	return &store.OperatorSnapshot{UID: m.name, Watermark: m.emitted}, nil
+}
+
+func (m *watermarkMember) afterBatch() error {
+	if m.maxTs == runtime.MinWatermark {
+		return nil
+	}
+	wm := m.maxTs - m.bound - 1
+	if wm <= m.emitted {
+		return nil
+	}
+	if m.interval > 0 {
+		now := time.Now()
+		if now.Sub(m.last) < m.interval {
+			return nil
+		}
+		m.last = now
+	}
+	m.emitted = wm
+	return m.down(wm)
+}
+
+func (m *watermarkMember) endOfInput() error { return nil }
+func (m *watermarkMember) close() error      { return nil }

@@ -1,0 +1,277 @@
+package clink
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/runtime"
+)
+
+// sourceProducer is a typed source as its member sees it.
+type sourceMember[T any] struct {
+	name  string
+	o     *out[T]
+	c     *counters
+	batch int
+	// next returns up to n records; done when exhausted.
+	impl sourceImpl[T]
+}
+
+// sourceImpl is one subtask's reader of a replayable input.
+type sourceImpl[T any] interface {
+	// open positions the reader at offset (nil: the beginning).
+	open(subtask, parallelism int, offset []byte) error
+	// read emits up to n records through emit.
+	read(n int, emit func(T, int64) error) (runtime.ProduceStatus, error)
+	// offset returns the position after the last record read, and a
+	// human-readable form of it.
+	offset() ([]byte, string)
+	close() error
+}
+
+func (m *sourceMember[T]) uid() string { return m.name }
+
+func (m *sourceMember[T]) open(tc *runtime.TaskContext, restored *store.OperatorSnapshot) error {
+	var off []byte
+	if restored != nil {
+		off = restored.Offset
+	}
+	return m.impl.open(tc.Subtask, tc.Parallelism, off)
+}
+
+func (m *sourceMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) {
+	off, text := m.impl.offset()
+	return &store.OperatorSnapshot{UID: m.name, Offset: off, OffsetText: text, Watermark: runtime.MinWatermark}, nil
+}
+
+func (m *sourceMember[T]) produce() (runtime.ProduceStatus, error) {
+	c := m.c
+	emit := m.o.rec
+	n := 0
+	st, err := m.impl.read(m.batch, func(v T, ts int64) error {
+		n++
+		return emit(v, ts)
+	})
+	c.in += int64(n)
+	return st, err
+}
+
+func (m *sourceMember[T]) endOfInput() error { return m.o.wm(runtime.MaxWatermark) }
+func (m *sourceMember[T]) close() error      { return m.impl.close() }
+
+func addSource[T any](env *Environment, name string, parallelism int, newImpl func() sourceImpl[T]) Stream[T] {
+	n := env.newNode(name, parallelism)
+	n.port = newPort[T]()
+	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
+		m := &sourceMember[T]{name: name, o: o.(*out[T]), c: bc.counters, batch: bc.batchSize, impl: newImpl()}
+		bc.add(m)
+		return nil, m, nil
+	}
+	return Stream[T]{node: n}
+}
+
+// indexOffset is the offset of index-based sources: the next index this
+// subtask reads (indexes subtask, subtask+p, subtask+2p, ...).
+func encodeIndex(i int64) []byte { return binary.AppendVarint(nil, i) }
+
+func decodeIndex(b []byte) (int64, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 || n != len(b) {
+		return 0, fmt.Errorf("decoding source offset %x: not a varint", b)
+	}
+	return v, nil
+}
+
+// indexSource reads elements 0..count-1 (count < 0: unbounded) of an
+// indexed input, subtask s of p taking indexes s, s+p, ...
+type indexSource[T any] struct {
+	count  int64
+	get    func(i int64) T
+	ts     func(i int64) int64
+	rate   float64 // records per second per subtask, 0 unlimited
+	next   int64
+	step   int64
+	start  time.Time
+	served int64
+}
+
+func (s *indexSource[T]) open(subtask, parallelism int, offset []byte) error {
+	s.next, s.step = int64(subtask), int64(parallelism)
+	if offset != nil {
+		v, err := decodeIndex(offset)
+		if err != nil {
+			return err
+		}
+		if v < 0 || (v-int64(subtask))%s.step != 0 {
+			return fmt.Errorf("source offset %d is not an index of subtask %d of %d", v, subtask, parallelism)
+		}
+		s.next = v
+	}
+	s.start = time.Now()
+	return nil
+}
+
+func (s *indexSource[T]) read(n int, emit func(T, int64) error) (runtime.ProduceStatus, error) {
+	if s.rate > 0 {
+		allowed := int64(time.Since(s.start).Seconds()*s.rate) - s.served
+		if allowed <= 0 {
+			return runtime.Idle, nil
+		}
+		n = int(min(int64(n), allowed))
+	}
+	for i := 0; i < n; i++ {
+		if s.count >= 0 && s.next >= s.count {
+			return runtime.Done, nil
+		}
+		ts := NoTimestamp
+		if s.ts != nil {
+			ts = s.ts(s.next)
+		}
+		if err := emit(s.get(s.next), ts); err != nil {
+			return runtime.Produced, err
+		}
+		s.next += s.step
+		s.served++
+	}
+	if s.count >= 0 && s.next >= s.count {
+		return runtime.Done, nil
+	}
+	return runtime.Produced, nil
+}
+
+func (s *indexSource[T]) offset() ([]byte, string) {
+	return encodeIndex(s.next), fmt.Sprintf("next index %d", s.next)
+}
+
+func (s *indexSource[T]) close() error { return nil }
+
+// FromSlice is a bounded source of the elements of items. With parallelism
+// p, subtask s emits items s, s+p, s+2p, ...; its offset is the next index.
+func FromSlice[T any](env *Environment, name string, items []T) Stream[T] {
+	return addSource(env, name, env.opts.Parallelism, func() sourceImpl[T] {
+		return &indexSource[T]{count: int64(len(items)), get: func(i int64) T { return items[i] }}
+	})
+}
+
+// GeneratorOptions configures FromGenerator.
+type GeneratorOptions struct {
+	// Count is the number of records; negative means unbounded.
+	Count int64
+	// RatePerSecond limits each subtask's rate (0: as fast as possible).
+	RatePerSecond float64
+	// Timestamp, if set, gives record i its event time in milliseconds.
+	Timestamp func(i int64) int64
+}
+
+// FromGenerator is a source of gen(0), gen(1), ... . gen must be a pure
+// function of i: a restored job regenerates records from its offset.
+func FromGenerator[T any](env *Environment, name string, opts GeneratorOptions, gen func(i int64) T) Stream[T] {
+	if opts.RatePerSecond < 0 {
+		env.fail(fmt.Errorf("generator %q: negative rate %v", name, opts.RatePerSecond))
+	}
+	return addSource(env, name, env.opts.Parallelism, func() sourceImpl[T] {
+		return &indexSource[T]{count: opts.Count, get: gen, ts: opts.Timestamp, rate: opts.RatePerSecond}
+	})
+}
+
+// lineSource reads lines of one file; its offset is the byte offset of the
+// next line.
+type lineSource struct {
+	path string
+	f    *os.File
+	r    *bufio.Reader
+	pos  int64
+	done bool
+}
+
+func (s *lineSource) open(subtask, parallelism int, offset []byte) error {
+	if offset != nil {
+		v, err := decodeIndex(offset)
+		if err != nil {
+			return err
+		}
+		s.pos = v
+	}
+	if subtask != 0 {
+		s.done = true
+		return nil
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", s.path, err)
+	}
+	if s.pos > 0 {
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		if s.pos > fi.Size() {
+			f.Close()
+			return fmt.Errorf("restoring %s at byte %d: the file has only %d bytes", s.path, s.pos, fi.Size())
+		}
+		if _, err := f.Seek(s.pos, io.SeekStart); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	s.f = f
+	s.r = bufio.NewReaderSize(f, 64<<10)
+	return nil
+}
+
+func (s *lineSource) read(n int, emit func(string, int64) error) (runtime.ProduceStatus, error) {
+	if s.done {
+		return runtime.Done, nil
+	}
+	for i := 0; i < n; i++ {
+		line, err := s.r.ReadString('\n')
+		if len(line) > 0 && (err == nil || errors.Is(err, io.EOF)) {
+			s.pos += int64(len(line))
+			if line[len(line)-1] == '\n' {
+				line = line[:len(line)-1]
+				if len(line) > 0 && line[len(line)-1] == '\r' {
+					line = line[:len(line)-1]
+				}
+			}
+			if err := emit(line, NoTimestamp); err != nil {
+				return runtime.Produced, err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			s.done = true
+			return runtime.Done, nil
+		}
+		if err != nil {
+			return runtime.Produced, fmt.Errorf("reading %s at byte %d: %w", s.path, s.pos, err)
+		}
+	}
+	return runtime.Produced, nil
+}
+
+func (s *lineSource) offset() ([]byte, string) {
+	return encodeIndex(s.pos), fmt.Sprintf("file=%s offset=%d", s.path, s.pos)
+}
+
+func (s *lineSource) close() error {
+	if s.f != nil {
+		return s.f.Close()
+	}
+	return nil
+}
+
+// FromLines is a bounded source of the lines of the file at path (without
+// line terminators). It runs at parallelism 1; its offset is the byte
+// offset of the next line, so a restored job continues where it stopped.
+func FromLines(env *Environment, name, path string) Stream[string] {
+	s := addSource(env, name, 1, func() sourceImpl[string] { return &lineSource{path: path} })
+	s.node.fixedParallelism = true
+	return s
+}
