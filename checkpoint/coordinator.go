@@ -65,7 +65,7 @@ var (
 	// ErrRewinding is returned after a checkpoint failed: the job is
 	// restarting from its last completed checkpoint, and no checkpoint starts
 	// until Reset.
-	ErrRewinding = errors.New("rewinding after a failed checkpoint")
+	ErrRewinding = errors.New("rewinding to the last completed checkpoint")
 )
 
 // Errors wrapped by the Reason of NotifyAborted and FailJob effects. Test for
@@ -291,7 +291,7 @@ func (c *Coordinator) Participants() []ParticipantID {
 func (c *Coordinator) Trigger(now time.Time, opts TriggerOptions) (Barrier, error) {
 	id := c.nextID
 	if c.floor != 0 {
-		return Barrier{}, fmt.Errorf("triggering checkpoint %d: %w (checkpoint %d)", id, ErrRewinding, c.floor)
+		return Barrier{}, fmt.Errorf("triggering checkpoint %d: %w after checkpoint %d failed", id, ErrRewinding, c.floor)
 	}
 	if len(c.participants) == 0 {
 		return Barrier{}, fmt.Errorf("triggering checkpoint %d: %w", id, ErrNoParticipants)
@@ -435,8 +435,9 @@ func (c *Coordinator) Tick(now time.Time) {
 // into a job that is being torn down would commit some sinks and not others.
 // The marker stands, and the restarted job commits it when it restores.
 //
-// MarkerWritten for an id that finished or was dropped by Reset is ignored;
-// for an id that never received WriteMarker it panics.
+// MarkerWritten for an id no longer in flight (finished, or dropped by Reset)
+// is ignored. For an id still collecting acknowledgements, or never
+// allocated, it panics: no marker was requested.
 func (c *Coordinator) MarkerWritten(id ID) {
 	f := c.markerCheckpoint(id, "MarkerWritten")
 	if f == nil {

@@ -103,8 +103,11 @@ func (h *coordinatorHistory) check(t *rapid.T, event string, markerID ID, effect
 			}
 			h.aborted[e.ID] = true
 		case FailJob:
-			prev, ok := effects[max(i-1, 0)].(NotifyAborted)
-			if i == 0 || !ok || prev.ID != e.ID {
+			var prev NotifyAborted
+			if i > 0 {
+				prev, _ = effects[i-1].(NotifyAborted)
+			}
+			if prev.ID != e.ID {
 				t.Fatalf("%s: FailJob(%d) not preceded by its NotifyAborted", event, e.ID)
 			}
 			if h.floor == 0 || e.ID < h.floor {

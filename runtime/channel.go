@@ -26,13 +26,13 @@ type Channel struct {
 	mu struct {
 		sync.Mutex
 		// ring buffer of queued elements; guarded by mu.
-		buf        []Element
-		head, n    int
-		records    int // queued record batches, the part bounded by capacity
+		buf     []Element
+		head, n int
+		records int // queued record batches, the part bounded by capacity
 		// protected counts the non-barrier elements at the head that a
 		// popped priority barrier overtook: they are still owed to that
 		// barrier's region, so a later priority barrier goes behind them.
-		protected int
+		protected  int
 		waitSpace  bool
 		spaceReady chan struct{}
 	}

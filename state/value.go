@@ -116,4 +116,3 @@ func (t *ValueTable[K, V]) Restore(groups []KeyGroupData, r KeyGroupRange) error
 	}
 	return nil
 }
-

@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -60,6 +61,13 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -90,12 +98,13 @@ func (s *Store) catList(w io.Writer) error {
 			fmt.Fprintf(w, "  missing\n")
 			continue
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		nameW, sizeW := 0, 0
 		for _, f := range ci.Files {
-			fmt.Fprintf(tw, "  %s\t%d\t\n", f.Name, f.Size)
+			nameW = max(nameW, len(f.Name))
+			sizeW = max(sizeW, len(strconv.FormatInt(f.Size, 10)))
 		}
-		if err := tw.Flush(); err != nil {
-			return err
+		for _, f := range ci.Files {
+			fmt.Fprintf(w, "  %-*s  %*d\n", nameW, f.Name, sizeW, f.Size)
 		}
 	}
 	return nil
@@ -124,7 +133,7 @@ func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID) error {
 			state += ", not confirmed"
 		}
 	}
-	fmt.Fprintf(w, "checkpoint %d in %s: %s, %d files, %d bytes\n", id, s.dir, state, len(ci.Files), ci.Bytes)
+	fmt.Fprintf(w, "checkpoint %d in %s: %s, %s, %d bytes\n", id, s.dir, state, plural(len(ci.Files), "file"), ci.Bytes)
 	if !ci.HasDir {
 		fmt.Fprintf(w, "error: %s is missing\n", s.chkDir(id))
 		return fmt.Errorf("checkpoint %d in %s has markers but no %s%d directory", id, s.dir, chkPrefix, id)
@@ -190,4 +199,3 @@ func catSnapshot(w io.Writer, snap *TaskSnapshot) {
 		}
 	}
 }
-

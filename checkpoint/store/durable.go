@@ -28,7 +28,7 @@ const (
 // punish fsync and for benchmarks where durability is not under test. The
 // variable is read at every call, so the setting can change at run time.
 func FsyncEnabled() bool {
-	v := strings.TrimSpace(os.Getenv(FsyncEnvVar))
+	v := os.Getenv(FsyncEnvVar)
 	return !(v == "0" || strings.EqualFold(v, "false"))
 }
 

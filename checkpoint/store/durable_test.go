@@ -151,7 +151,7 @@ func TestFsyncEnabled(t *testing.T) {
 		want bool
 	}{
 		{"", true}, {"1", true}, {"true", true}, {"yes", true},
-		{"0", false}, {"false", false}, {"FALSE", false}, {"False", false}, {" 0 ", false},
+		{"0", false}, {"false", false}, {"FALSE", false}, {"False", false}, {"00", true},
 	} {
 		t.Setenv(FsyncEnvVar, tt.val)
 		if got := FsyncEnabled(); got != tt.want {

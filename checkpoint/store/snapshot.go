@@ -264,18 +264,18 @@ func (s *TaskSnapshot) Marshal() []byte {
 		for _, kg := range op.KeyGroups {
 			b = binary.AppendUvarint(b, uint64(kg.KeyGroup))
 			b = binary.AppendUvarint(b, uint64(kg.Entries))
-			b = appendString(b, string(kg.Data))
+			b = appendString(b, kg.Data)
 		}
 		b = binary.AppendUvarint(b, uint64(len(op.OperatorState)))
 		for _, ns := range op.OperatorState {
 			b = appendString(b, ns.Name)
-			b = appendString(b, string(ns.Data))
+			b = appendString(b, ns.Data)
 		}
 		b = binary.AppendUvarint(b, uint64(len(op.InFlight)))
 		for _, in := range op.InFlight {
 			b = binary.AppendUvarint(b, uint64(in.Input))
 			b = binary.AppendUvarint(b, uint64(in.Records))
-			b = appendString(b, string(in.Data))
+			b = appendString(b, in.Data)
 		}
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -349,6 +350,35 @@ func TestSnapshotDecodeDoesNotAlias(t *testing.T) {
 	}
 	if !bytes.Equal(s.Operators[0].KeyGroups[1].Data, want) {
 		t.Fatal("decoded data changed with the input buffer")
+	}
+}
+
+// TestSnapshotDecodeAllocationBound feeds inputs whose counts claim as many
+// elements as the bytes could hold and checks that decoding allocates a
+// bounded multiple of the input.
+func TestSnapshotDecodeAllocationBound(t *testing.T) {
+	const n = 1 << 16
+	head := "\x01\x03t-0\x00\x01\x08"
+	for name, body := range map[string]string{
+		// Claims n minimal operators, then stops.
+		"operators": head + string(binary.AppendUvarint(nil, n/minOperatorLen)) + strings.Repeat("\x00", n),
+		// One operator claiming n/3 key groups, all in key group 0.
+		"key groups": head + "\x01\x01a\x00\x00\x00" + string(binary.AppendUvarint(nil, n/minKeyGroupLen)) + strings.Repeat("\x00", n),
+		// One operator claiming n/3 in-flight inputs.
+		"in-flight": head + "\x01\x01a\x00\x00\x00\x00\x00" + string(binary.AppendUvarint(nil, n/minInFlightLen)) + strings.Repeat("\x00", n),
+	} {
+		b := withCRC(body)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := UnmarshalTaskSnapshot(b)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Fatalf("%s: hostile input decoded", name)
+		}
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 32*uint64(len(b)) {
+			t.Errorf("%s: decoding %d bytes allocated %d bytes", name, len(b), alloc)
+		}
 	}
 }
 

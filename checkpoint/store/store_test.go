@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/clinkstream/clink/checkpoint"
 )
@@ -478,5 +480,43 @@ func TestConcurrentSnapshotWrites(t *testing.T) {
 	}
 	if got := s.NextID(); got != 4 {
 		t.Fatalf("NextID() = %d, want 4", got)
+	}
+}
+
+func syncFailFS(mem vfs.FS, path string) vfs.FS {
+	return errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpFileSync && op.Path == path {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+}
+
+// TestRetentionStopsWhenMarkerRemovalIsNotSynced pins that no snapshot is
+// removed while the removal of its marker may not be durable.
+func TestRetentionStopsWhenMarkerRemovalIsNotSynced(t *testing.T) {
+	t.Setenv(FsyncEnvVar, "1")
+	mem := vfs.NewMem()
+	layout(t, mem, "chk-1/a-0.snap", "COMPLETED-1", "chk-2/a-0.snap", "COMPLETED-2")
+	s := openTest(t, syncFailFS(mem, testDir), Options{Retain: 1})
+	err := s.ApplyRetention()
+	if !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("ApplyRetention() = %v, want the sync error", err)
+	}
+	if !exists(t, mem, "/ckpt/chk-1/a-0.snap") {
+		t.Fatal("snapshot of checkpoint 1 removed although its marker removal was not synced")
+	}
+}
+
+func TestIgnoredDirSyncIsLogged(t *testing.T) {
+	t.Setenv(FsyncEnvVar, "1")
+	mem := vfs.NewMem()
+	var logBuf bytes.Buffer
+	s := openTest(t, syncFailFS(mem, "/ckpt/chk-1"), Options{Logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
+	if _, err := s.WriteSnapshot(1, "a-0", []byte("x")); err != nil {
+		t.Fatalf("WriteSnapshot with a failing directory sync: %v", err)
+	}
+	if !strings.Contains(logBuf.String(), "level=WARN") || !strings.Contains(logBuf.String(), "/ckpt/chk-1/a-0.snap") {
+		t.Fatalf("log %q lacks a warning naming the file", logBuf.String())
 	}
 }
