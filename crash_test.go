@@ -27,40 +27,35 @@ const (
 // appendSink appends "key,count" lines to one file per subtask. It is not
 // transactional: lines written after the last checkpoint are written again
 // by the restored run, which the verdict below tolerates.
-type appendSink struct {
-	dir   string
-	files []*bufio.Writer
-	fds   []*os.File
-}
+type appendSink struct{ dir string }
 
-func (s *appendSink) Open(ctx clink.SinkContext) error {
-	if s.files == nil {
-		s.files = make([]*bufio.Writer, ctx.Parallelism)
-		s.fds = make([]*os.File, ctx.Parallelism)
-	}
+func (s appendSink) Open(ctx clink.SinkContext) (clink.SinkWriter[string], error) {
 	f, err := os.OpenFile(filepath.Join(s.dir, fmt.Sprintf("out-%d.txt", ctx.Subtask)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.fds[ctx.Subtask] = f
-	s.files[ctx.Subtask] = bufio.NewWriter(f)
-	return nil
+	return &appendWriter{f: f, w: bufio.NewWriter(f)}, nil
 }
 
-func (s *appendSink) Write(ctx clink.SinkContext, v string) error {
-	w := s.files[ctx.Subtask]
-	_, err := w.WriteString(v)
-	if err == nil && w.Buffered() > 32<<10 {
-		err = w.Flush()
+type appendWriter struct {
+	f *os.File
+	w *bufio.Writer
+}
+
+func (a *appendWriter) Write(v string) error {
+	_, err := a.w.WriteString(v)
+	if err == nil && a.w.Buffered() > 32<<10 {
+		err = a.w.Flush()
 	}
 	return err
 }
 
-func (s *appendSink) Close(ctx clink.SinkContext) error {
-	if err := s.files[ctx.Subtask].Flush(); err != nil {
+func (a *appendWriter) Close() error {
+	if err := a.w.Flush(); err != nil {
+		a.f.Close()
 		return err
 	}
-	return s.fds[ctx.Subtask].Close()
+	return a.f.Close()
 }
 
 // countingJob is the job the crash test kills: a rate-limited generator at
@@ -80,7 +75,7 @@ func countingJob(opts clink.Options, outDir string) (*clink.Environment, error) 
 		out.Collect(ctx.Key() + "," + strconv.FormatInt(n, 10) + "\n")
 		return nil
 	})
-	clink.SinkTo(counts, "out", clink.Sink[string](&appendSink{dir: outDir}))
+	clink.SinkTo(counts, "out", clink.Sink[string](appendSink{dir: outDir}))
 	return env, nil
 }
 

@@ -16,25 +16,30 @@ type SinkContext struct {
 	Subtask, Parallelism int
 }
 
-// Sink receives the records of a stream. One Sink value serves every
-// subtask of the sink operator: Open is called once per subtask, and Write
-// concurrently from several subtasks when the parallelism is above 1.
-// Exactly-once output to external systems needs a committing sink; a plain
-// Sink sees the records replayed after a restore again.
+// Sink receives the records of a stream. Open is called once per subtask of
+// the sink operator, possibly concurrently, and returns that subtask's
+// writer; each writer is used by one goroutine only.
+//
+// A plain Sink sees the records a restored job replays again; exactly-once
+// output to an external system needs a committing sink.
 type Sink[T any] interface {
-	Open(ctx SinkContext) error
-	Write(ctx SinkContext, v T) error
-	Close(ctx SinkContext) error
+	Open(ctx SinkContext) (SinkWriter[T], error)
+}
+
+// SinkWriter writes one subtask's records.
+type SinkWriter[T any] interface {
+	Write(v T) error
+	Close() error
 }
 
 type sinkFunc[T any] func(T) error
 
-func (f sinkFunc[T]) Open(SinkContext) error         { return nil }
-func (f sinkFunc[T]) Write(_ SinkContext, v T) error { return f(v) }
-func (f sinkFunc[T]) Close(SinkContext) error        { return nil }
+func (f sinkFunc[T]) Open(SinkContext) (SinkWriter[T], error) { return f, nil }
+func (f sinkFunc[T]) Write(v T) error                         { return f(v) }
+func (f sinkFunc[T]) Close() error                            { return nil }
 
-// SinkFunc adapts a function to a Sink. It must be safe for concurrent use
-// when the sink runs at a parallelism above 1.
+// SinkFunc adapts a function to a Sink whose every subtask calls f. f must
+// be safe for concurrent use when the sink runs at a parallelism above 1.
 func SinkFunc[T any](f func(T) error) Sink[T] { return sinkFunc[T](f) }
 
 // PrintSink writes each record on its own line to w, formatted with %v.
@@ -55,18 +60,14 @@ type CollectSink[T any] struct {
 }
 
 // Open implements Sink.
-func (c *CollectSink[T]) Open(SinkContext) error { return nil }
-
-// Write implements Sink.
-func (c *CollectSink[T]) Write(_ SinkContext, v T) error {
-	c.mu.Lock()
-	c.items = append(c.items, v)
-	c.mu.Unlock()
-	return nil
+func (c *CollectSink[T]) Open(SinkContext) (SinkWriter[T], error) {
+	return sinkFunc[T](func(v T) error {
+		c.mu.Lock()
+		c.items = append(c.items, v)
+		c.mu.Unlock()
+		return nil
+	}), nil
 }
-
-// Close implements Sink.
-func (c *CollectSink[T]) Close(SinkContext) error { return nil }
 
 // Items returns a copy of the records received so far.
 func (c *CollectSink[T]) Items() []T {
@@ -76,20 +77,19 @@ func (c *CollectSink[T]) Items() []T {
 }
 
 type sinkMember[T any] struct {
-	name   string
-	sink   Sink[T]
-	ctx    SinkContext
-	opened bool
+	name string
+	sink Sink[T]
+	w    SinkWriter[T]
 }
 
 func (m *sinkMember[T]) uid() string { return m.name }
 
 func (m *sinkMember[T]) open(tc *runtime.TaskContext, _ *store.OperatorSnapshot) error {
-	m.ctx = SinkContext{Subtask: tc.Subtask, Parallelism: tc.Parallelism}
-	if err := m.sink.Open(m.ctx); err != nil {
+	w, err := m.sink.Open(SinkContext{Subtask: tc.Subtask, Parallelism: tc.Parallelism})
+	if err != nil {
 		return err
 	}
-	m.opened = true
+	m.w = w
 	return nil
 }
 
@@ -97,11 +97,12 @@ func (m *sinkMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error)
 func (m *sinkMember[T]) endOfInput() error                                       { return nil }
 
 func (m *sinkMember[T]) close() error {
-	if !m.opened {
+	if m.w == nil {
 		return nil
 	}
-	m.opened = false
-	return m.sink.Close(m.ctx)
+	w := m.w
+	m.w = nil
+	return w.Close()
 }
 
 // SinkTo ends s in sink. The sink operator runs at the parallelism of s and
@@ -118,7 +119,7 @@ func SinkTo[T any](s Stream[T], name string, sink Sink[T]) {
 		in := &out[T]{
 			rec: func(v T, _ int64) error {
 				c.out++
-				return m.sink.Write(m.ctx, v)
+				return m.w.Write(v)
 			},
 			wm: func(int64) error { return nil },
 		}

@@ -112,10 +112,10 @@ type finalCounts struct {
 	m map[string]int64
 }
 
-func (f *finalCounts) Open(clink.SinkContext) error  { return nil }
-func (f *finalCounts) Close(clink.SinkContext) error { return nil }
+func (f *finalCounts) Open(clink.SinkContext) (clink.SinkWriter[wordCount], error) { return f, nil }
+func (f *finalCounts) Close() error                                                { return nil }
 
-func (f *finalCounts) Write(_ clink.SinkContext, c wordCount) error {
+func (f *finalCounts) Write(c wordCount) error {
 	// Each word is counted by one subtask only, so updates of one key never
 	// race; the map itself is shared, so guard it.
 	mu.Lock()
