@@ -3,6 +3,7 @@ package clink
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -75,9 +76,27 @@ type portOps interface {
 	decode(data []byte) (runtime.Batch, error)
 }
 
-type port[T any] struct{ codec state.Codec[T] }
+type port[T any] struct {
+	codec state.Codec[T]
+	// batches recycles record batches: a consumer returns each batch after
+	// processing it, and producers take their next batch from here.
+	batches sync.Pool
+}
 
 func newPort[T any]() *port[T] { return &port[T]{codec: state.CodecFor[T]()} }
+
+func (p *port[T]) getBatch(size int) *records[T] {
+	if b, ok := p.batches.Get().(*records[T]); ok && cap(b.vals) >= size {
+		return b
+	}
+	return &records[T]{vals: make([]T, 0, size), ts: make([]int64, 0, size)}
+}
+
+func (p *port[T]) putBatch(b *records[T]) {
+	clear(b.vals)
+	b.vals, b.ts = b.vals[:0], b.ts[:0]
+	p.batches.Put(b)
+}
 
 func (p *port[T]) fanout(outs []any) any {
 	switch len(outs) {
@@ -114,6 +133,7 @@ func (p *port[T]) fanout(outs []any) any {
 // partitioned into per-target batches pushed when full or flushed.
 func (p *port[T]) writer(bc *buildCtx, edgeIndex int, e *edge) any {
 	w := &exchangeWriter[T]{
+		port:      p,
 		outs:      bc.tc.Out,
 		edge:      edgeIndex,
 		batchSize: bc.batchSize,
@@ -147,11 +167,13 @@ func (p *port[T]) feeder(in any) func(b runtime.Batch) error {
 	o := in.(*out[T])
 	return func(b runtime.Batch) error {
 		r := b.(*records[T])
+		rec := o.rec
 		for i, v := range r.vals {
-			if err := o.rec(v, r.ts[i]); err != nil {
+			if err := rec(v, r.ts[i]); err != nil {
 				return err
 			}
 		}
+		p.putBatch(r)
 		return nil
 	}
 }
@@ -197,6 +219,7 @@ func (p *port[T]) decode(data []byte) (runtime.Batch, error) {
 
 // exchangeWriter batches one chain's output for one outgoing edge.
 type exchangeWriter[T any] struct {
+	port      *port[T]
 	outs      *runtime.Outputs
 	edge      int
 	batchSize int
@@ -207,9 +230,7 @@ type exchangeWriter[T any] struct {
 	counters  *counters
 }
 
-func (w *exchangeWriter[T]) newBatch() *records[T] {
-	return &records[T]{vals: make([]T, 0, w.batchSize), ts: make([]int64, 0, w.batchSize)}
-}
+func (w *exchangeWriter[T]) newBatch() *records[T] { return w.port.getBatch(w.batchSize) }
 
 func (w *exchangeWriter[T]) add(target int, v T, ts int64) error {
 	b := w.pending[target]
