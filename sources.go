@@ -20,8 +20,10 @@ type sourceMember[T any] struct {
 	o     *out[T]
 	c     *counters
 	batch int
-	// next returns up to n records; done when exhausted.
-	impl sourceImpl[T]
+	impl  sourceImpl[T]
+	// emit counts and forwards one record; built once, not per call.
+	emit func(T, int64) error
+	n    int64
 }
 
 // sourceImpl is one subtask's reader of a replayable input.
@@ -52,14 +54,16 @@ func (m *sourceMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, erro
 }
 
 func (m *sourceMember[T]) produce() (runtime.ProduceStatus, error) {
-	c := m.c
-	emit := m.o.rec
-	n := 0
-	st, err := m.impl.read(m.batch, func(v T, ts int64) error {
-		n++
-		return emit(v, ts)
-	})
-	c.in += int64(n)
+	if m.emit == nil {
+		next := m.o.rec
+		m.emit = func(v T, ts int64) error {
+			m.n++
+			return next(v, ts)
+		}
+	}
+	st, err := m.impl.read(m.batch, m.emit)
+	m.c.in += m.n
+	m.n = 0
 	return st, err
 }
 
