@@ -87,6 +87,12 @@ func (c *Config) validate(g *JobGraph) error {
 	if len(g.Vertices) == 0 {
 		return errors.New("job has no operators")
 	}
+	if c.CheckpointDir == "" && c.Restore != "" {
+		return fmt.Errorf("restoring %q needs a checkpoint directory", c.Restore)
+	}
+	if c.CheckpointDir == "" && c.CheckpointInterval > 0 {
+		return errors.New("a checkpoint interval needs a checkpoint directory")
+	}
 	for _, v := range g.Vertices {
 		if v.Parallelism <= 0 || v.Parallelism > c.MaxParallelism {
 			return fmt.Errorf("operator %s: parallelism %d must be between 1 and the max parallelism %d", v.UID, v.Parallelism, c.MaxParallelism)

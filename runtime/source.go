@@ -33,7 +33,7 @@ func (b *taskBase) capture(c Chain, id checkpoint.ID, wm int64) (*store.TaskSnap
 		return nil, fmt.Errorf("capturing snapshot of %s for checkpoint %d: %w", b.name, id, err)
 	}
 	if len(ops) == 0 {
-		ops = []store.OperatorSnapshot{{UID: b.tc.Vertex}}
+		ops = []store.OperatorSnapshot{{UID: b.tc.Vertex, Watermark: store.NoWatermark}}
 	}
 	if wm != MinWatermark {
 		ops[0].Watermark = wm
