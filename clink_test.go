@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/metrics"
 )
 
 type count struct {
@@ -60,9 +61,10 @@ func TestWordCount(t *testing.T) {
 	}
 	for _, mode := range []clink.CheckpointMode{clink.Aligned, clink.Unaligned} {
 		t.Run(mode.String(), func(t *testing.T) {
+			reg := metrics.New()
 			env, sink := wordCountJob(t, clink.Options{
 				Parallelism: 2, CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond,
-				CheckpointMode: mode, BatchSize: 16,
+				CheckpointMode: mode, BatchSize: 16, Metrics: reg,
 			}, words)
 			if err := env.Execute(context.Background()); err != nil {
 				t.Fatal(err)
@@ -70,6 +72,24 @@ func TestWordCount(t *testing.T) {
 			got := finalCounts(sink.Items())
 			if len(sink.Items()) != 10000-100 {
 				t.Errorf("sink got %d records, want %d", len(sink.Items()), 10000-100)
+			}
+			// Records in and out per operator, summed over subtasks.
+			for _, c := range []struct {
+				op      string
+				in, out int64
+			}{
+				{"words", 0, 10000}, {"upper", 10000, 10000}, {"non_empty", 10000, 9900},
+				{"count", 9900, 9900}, {"collect", 9900, 0},
+			} {
+				var in, out int64
+				for sub := 0; sub < 2; sub++ {
+					oc := reg.Operator(c.op, sub)
+					in += oc.In.Load()
+					out += oc.Out.Load()
+				}
+				if in != c.in || out != c.out {
+					t.Errorf("operator %s: records in/out = %d/%d, want %d/%d", c.op, in, out, c.in, c.out)
+				}
 			}
 			keys := make([]string, 0, len(want))
 			for k := range want {

@@ -38,8 +38,9 @@ type producer interface {
 	produce() (runtime.ProduceStatus, error)
 }
 
-// counters counts one task's records; published to the metrics registry
-// once per batch, not per record.
+// counters counts one operator's records in one subtask. The task
+// goroutine increments plain fields; publish moves them to the registry's
+// atomics when the chain flushes, so the per-record cost is an increment.
 type counters struct {
 	in, out int64
 	m       *metrics.OperatorCounters
@@ -67,9 +68,22 @@ type buildCtx struct {
 	flushers   []flusher
 	after      []afterBatcher
 	edgeIndex  map[*edge]int
-	counters   *counters
+	all        []*counters
 	opts       *Options
 	sourceProd producer
+}
+
+// counters returns the record counters of operator name in this subtask.
+func (bc *buildCtx) counters(name string) *counters {
+	c := &counters{m: bc.tc.Metrics.Operator(name, bc.tc.Subtask)}
+	bc.all = append(bc.all, c)
+	return c
+}
+
+func (bc *buildCtx) publish() {
+	for _, c := range bc.all {
+		c.publish()
+	}
 }
 
 func (bc *buildCtx) add(m member) {
@@ -177,7 +191,6 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 		tc:        tc,
 		batchSize: c.opts.BatchSize,
 		edgeIndex: map[*edge]int{},
-		counters:  &counters{m: tc.Metrics.Operator(c.plan.head.name, tc.Subtask)},
 		opts:      c.opts,
 	}
 	// Outgoing exchange edges in the same order plan numbered them.
@@ -265,7 +278,7 @@ func (c *chain) Flush() error {
 			return err
 		}
 	}
-	c.bc.counters.publish()
+	c.bc.publish()
 	return nil
 }
 
@@ -297,7 +310,7 @@ func (c *chain) Close() error {
 			errs = append(errs, fmt.Errorf("closing operator %s: %w", m.uid(), err))
 		}
 	}
-	c.bc.counters.publish()
+	c.bc.publish()
 	return errors.Join(errs...)
 }
 

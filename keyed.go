@@ -119,12 +119,14 @@ func Process[K comparable, T, V, U any](ks KeyedStream[K, T], name string, fn Pr
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		m := &keyedMember[K, V]{name: name, table: state.NewValueTable(ks.codec, state.CodecFor[V](), maxPar)}
 		bc.add(m)
-		col := &Collector[U]{o: o.(*out[U])}
+		cnt := bc.counters(name)
+		col := &Collector[U]{o: o.(*out[U]), c: cnt}
 		ctx := &KeyedContext[K, V]{table: m.table, wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
 		key := ks.key
 		down := o.(*out[U])
 		in := &out[T]{
 			rec: func(v T, ts int64) error {
+				cnt.in++
 				ctx.key, ctx.ts = key(v), ts
 				col.ts = ts
 				if err := fn(ctx, v, col); err != nil {
@@ -175,7 +177,8 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 		m := &keyedMember[K, V]{name: name, table: state.NewValueTable(cs.a.codec, state.CodecFor[V](), maxPar)}
 		bc.add(m)
 		down := o.(*out[U])
-		col := &Collector[U]{o: down}
+		cnt := bc.counters(name)
+		col := &Collector[U]{o: down, c: cnt}
 		ctx := &KeyedContext[K, V]{table: m.table, wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
 		wm := func(wm int64) error {
 			ctx.wm = wm
@@ -183,6 +186,7 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 		}
 		keyA, keyB := cs.a.key, cs.b.key
 		inA := &out[A]{rec: func(v A, ts int64) error {
+			cnt.in++
 			ctx.key, ctx.ts, col.ts = keyA(v), ts, ts
 			if err := fnA(ctx, v, col); err != nil {
 				return err
@@ -190,6 +194,7 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 			return col.err
 		}, wm: wm}
 		inB := &out[B]{rec: func(v B, ts int64) error {
+			cnt.in++
 			ctx.key, ctx.ts, col.ts = keyB(v), ts, ts
 			if err := fnB(ctx, v, col); err != nil {
 				return err

@@ -138,7 +138,6 @@ func (p *port[T]) writer(bc *buildCtx, edgeIndex int, e *edge) any {
 		edge:      edgeIndex,
 		batchSize: bc.batchSize,
 		lastWm:    runtime.MinWatermark,
-		counters:  bc.counters,
 	}
 	n := bc.tc.Out.Targets(edgeIndex)
 	w.pending = make([]*records[T], n)
@@ -227,7 +226,6 @@ type exchangeWriter[T any] struct {
 	selector  func(T, int) int
 	next      int
 	lastWm    int64
-	counters  *counters
 }
 
 func (w *exchangeWriter[T]) newBatch() *records[T] { return w.port.getBatch(w.batchSize) }
@@ -245,7 +243,6 @@ func (w *exchangeWriter[T]) add(target int, v T, ts int64) error {
 func (w *exchangeWriter[T]) send(target int) error {
 	b := w.pending[target]
 	w.pending[target] = w.newBatch()
-	w.counters.out += int64(len(b.vals))
 	return w.outs.Send(w.edge, target, b)
 }
 

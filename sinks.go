@@ -115,10 +115,10 @@ func SinkTo[T any](s Stream[T], name string, sink Sink[T]) {
 	n.build = func(bc *buildCtx, _ any) ([]any, producer, error) {
 		m := &sinkMember[T]{name: name, sink: sink}
 		bc.add(m)
-		c := bc.counters
+		c := bc.counters(name)
 		in := &out[T]{
 			rec: func(v T, _ int64) error {
-				c.out++
+				c.in++
 				return m.w.Write(v)
 			},
 			wm: func(int64) error { return nil },
@@ -142,11 +142,14 @@ func AssignTimestamps[T any](s Stream[T], name string, ts func(T) int64, outOfOr
 	connect(s.node, n, 0, partForward, nil)
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		down := o.(*out[T])
+		c := bc.counters(name)
 		m := &watermarkMember{name: name, down: down.wm, maxTs: runtime.MinWatermark, emitted: runtime.MinWatermark, bound: bound, interval: interval}
 		bc.add(m)
 		next := down.rec
 		in := &out[T]{
 			rec: func(v T, _ int64) error {
+				c.in++
+				c.out++
 				t := ts(v)
 				if t > m.maxTs {
 					m.maxTs = t

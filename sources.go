@@ -62,7 +62,7 @@ func (m *sourceMember[T]) produce() (runtime.ProduceStatus, error) {
 		}
 	}
 	st, err := m.impl.read(m.batch, m.emit)
-	m.c.in += m.n
+	m.c.out += m.n
 	m.n = 0
 	return st, err
 }
@@ -74,7 +74,7 @@ func addSource[T any](env *Environment, name string, parallelism int, newImpl fu
 	n := env.newNode(name, parallelism)
 	n.port = newPort[T]()
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
-		m := &sourceMember[T]{name: name, o: o.(*out[T]), c: bc.counters, batch: bc.batchSize, impl: newImpl()}
+		m := &sourceMember[T]{name: name, o: o.(*out[T]), c: bc.counters(name), batch: bc.batchSize, impl: newImpl()}
 		bc.add(m)
 		return nil, m, nil
 	}

@@ -34,6 +34,7 @@ func (s Stream[T]) SetParallelism(p int) Stream[T] {
 // timestamp of the input record being processed.
 type Collector[T any] struct {
 	o   *out[T]
+	c   *counters
 	ts  int64
 	err error
 }
@@ -43,6 +44,7 @@ func (c *Collector[T]) Collect(v T) {
 	if c.err != nil {
 		return
 	}
+	c.c.out++
 	c.err = c.o.rec(v, c.ts)
 }
 
@@ -51,6 +53,7 @@ func (c *Collector[T]) CollectWithTimestamp(v T, ts int64) {
 	if c.err != nil {
 		return
 	}
+	c.c.out++
 	c.err = c.o.rec(v, ts)
 }
 
@@ -68,7 +71,7 @@ func (s stateless) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) { re
 func (s stateless) endOfInput() error                                       { return nil }
 func (s stateless) close() error                                            { return nil }
 
-func addOp[T, U any](s Stream[T], name string, build func(o *out[U]) *out[T]) Stream[U] {
+func addOp[T, U any](s Stream[T], name string, build func(o *out[U], c *counters) *out[T]) Stream[U] {
 	env := s.node.env
 	n := env.newNode(name, s.node.parallelism)
 	n.port = newPort[U]()
@@ -76,25 +79,31 @@ func addOp[T, U any](s Stream[T], name string, build func(o *out[U]) *out[T]) St
 	connect(s.node, n, 0, partForward, nil)
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		bc.add(stateless{name: name})
-		return []any{build(o.(*out[U]))}, nil, nil
+		return []any{build(o.(*out[U]), bc.counters(name))}, nil, nil
 	}
 	return Stream[U]{node: n}
 }
 
 // Map applies f to every record.
 func Map[T, U any](s Stream[T], name string, f func(T) U) Stream[U] {
-	return addOp(s, name, func(o *out[U]) *out[T] {
+	return addOp(s, name, func(o *out[U], c *counters) *out[T] {
 		next := o.rec
-		return &out[T]{rec: func(v T, ts int64) error { return next(f(v), ts) }, wm: o.wm}
+		return &out[T]{rec: func(v T, ts int64) error {
+			c.in++
+			c.out++
+			return next(f(v), ts)
+		}, wm: o.wm}
 	})
 }
 
 // Filter keeps the records for which f returns true.
 func Filter[T any](s Stream[T], name string, f func(T) bool) Stream[T] {
-	return addOp(s, name, func(o *out[T]) *out[T] {
+	return addOp(s, name, func(o *out[T], c *counters) *out[T] {
 		next := o.rec
 		return &out[T]{rec: func(v T, ts int64) error {
+			c.in++
 			if f(v) {
+				c.out++
 				return next(v, ts)
 			}
 			return nil
@@ -104,9 +113,10 @@ func Filter[T any](s Stream[T], name string, f func(T) bool) Stream[T] {
 
 // FlatMap calls f for every record; f emits any number of results.
 func FlatMap[T, U any](s Stream[T], name string, f func(T, *Collector[U]) error) Stream[U] {
-	return addOp(s, name, func(o *out[U]) *out[T] {
-		c := &Collector[U]{o: o}
+	return addOp(s, name, func(o *out[U], cnt *counters) *out[T] {
+		c := &Collector[U]{o: o, c: cnt}
 		return &out[T]{rec: func(v T, ts int64) error {
+			cnt.in++
 			c.ts = ts
 			if err := f(v, c); err != nil {
 				return err
@@ -133,10 +143,7 @@ func exchange[T any](s Stream[T], name string, part partKind) Stream[T] {
 	n.port = s.node.port
 	n.inPorts = []portOps{s.node.port}
 	connect(s.node, n, 0, part, nil)
-	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
-		bc.add(stateless{name: name})
-		return []any{o}, nil, nil
-	}
+	n.build = passThrough[T](name)
 	return Stream[T]{node: n}
 }
 
@@ -157,9 +164,22 @@ func Union[T any](name string, streams ...Stream[T]) Stream[T] {
 		}
 		connect(s.node, n, 0, partRebalance, nil)
 	}
-	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
-		bc.add(stateless{name: name})
-		return []any{o}, nil, nil
-	}
+	n.build = passThrough[T](name)
 	return Stream[T]{node: n}
+}
+
+// passThrough builds an operator that forwards its input unchanged
+// (exchanges and unions), counting what passes.
+func passThrough[T any](name string) func(bc *buildCtx, o any) ([]any, producer, error) {
+	return func(bc *buildCtx, o any) ([]any, producer, error) {
+		bc.add(stateless{name: name})
+		c := bc.counters(name)
+		down := o.(*out[T])
+		next := down.rec
+		return []any{&out[T]{rec: func(v T, ts int64) error {
+			c.in++
+			c.out++
+			return next(v, ts)
+		}, wm: down.wm}}, nil, nil
+	}
 }

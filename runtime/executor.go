@@ -341,7 +341,6 @@ func (ex *execution) build(done <-chan struct{}) error {
 			in := ins[v][s]
 			b := &taskBase{
 				name: name, participant: p, tc: tc, wake: in.wake, done: done,
-				counters:      cfg.Metrics.Operator(vx.UID, s),
 				bufferTimeout: cfg.BufferTimeout,
 			}
 			ex.tasks = append(ex.tasks, b)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
-	"github.com/clinkstream/clink/metrics"
 )
 
 // taskBase is what every task has, whatever its kind.
@@ -19,7 +18,6 @@ type taskBase struct {
 	done          <-chan struct{}
 	acks          acker
 	worker        *snapshotWorker // nil when checkpointing is off
-	counters      *metrics.OperatorCounters
 	bufferTimeout time.Duration
 }
 

@@ -193,7 +193,6 @@ func (t *operatorTask) handleElement(i int, e Element) error {
 	b := t.base
 	switch e.Kind {
 	case KindRecords:
-		b.counters.In.Add(int64(e.Batch.Len()))
 		t.capture(i, e.Batch)
 		if err := t.op.ProcessBatch(t.logical[i], e.Batch); err != nil {
 			return fmt.Errorf("processing records in %s: %w", b.name, err)
