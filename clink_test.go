@@ -104,3 +104,67 @@ func TestWordCount(t *testing.T) {
 		})
 	}
 }
+
+func TestPanicInUserFunctionFailsTheJob(t *testing.T) {
+	env, err := clink.NewEnvironment(clink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := clink.FromSlice(env, "nums", []int{1, 2, 3})
+	m := clink.Map(src, "boom", func(v int) int {
+		if v == 2 {
+			panic("two is not allowed")
+		}
+		return v
+	})
+	clink.SinkTo(m, "sink", clink.SinkFunc(func(int) error { return nil }))
+	err = env.Execute(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "two is not allowed") || !strings.Contains(err.Error(), "nums-0") {
+		t.Fatalf("Execute = %v, want the panic as the error of task nums-0", err)
+	}
+}
+
+func TestInvalidJobsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		build func(env *clink.Environment)
+		want  string
+	}{
+		{"duplicate name", func(env *clink.Environment) {
+			a := clink.FromSlice(env, "src", []int{1})
+			b := clink.Map(a, "src", func(v int) int { return v })
+			clink.SinkTo(b, "sink", clink.SinkFunc(func(int) error { return nil }))
+		}, `operator name "src" is used twice`},
+		{"bad name", func(env *clink.Environment) {
+			a := clink.FromSlice(env, "my source", []int{1})
+			clink.SinkTo(a, "sink", clink.SinkFunc(func(int) error { return nil }))
+		}, `operator name "my source"`},
+		{"dangling output", func(env *clink.Environment) {
+			clink.FromSlice(env, "src", []int{1})
+		}, `output of operator "src" goes nowhere`},
+		{"file source wider than 1", func(env *clink.Environment) {
+			a := clink.FromLines(env, "lines", "/nonexistent").SetParallelism(2)
+			clink.SinkTo(a, "sink", clink.SinkFunc(func(string) error { return nil }))
+		}, `cannot run at parallelism 2`},
+		{"missing file", func(env *clink.Environment) {
+			a := clink.FromLines(env, "lines", "/nonexistent/input.txt")
+			clink.SinkTo(a, "sink", clink.SinkFunc(func(string) error { return nil }))
+		}, `/nonexistent/input.txt`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env, err := clink.NewEnvironment(clink.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.build(env)
+			err = env.Execute(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Execute = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := clink.NewEnvironment(clink.Options{Parallelism: 300, Restore: "latest"}); err == nil ||
+		!strings.Contains(err.Error(), "exceeds max parallelism") || !strings.Contains(err.Error(), "restore needs a checkpoint directory") {
+		t.Fatalf("NewEnvironment = %v, want both option errors", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -193,7 +194,7 @@ func (ex *execution) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := runTask()
+			err := runGuarded(runTask)
 			if err != nil {
 				if b.worker != nil {
 					b.worker.cancel()
@@ -425,4 +426,16 @@ func (ex *execution) pressure() float64 {
 		p = max(p, c.Pressure())
 	}
 	return p
+}
+
+// runGuarded runs a task, turning a panic in user code (a map function, a
+// sink) into the task's error so that it fails the job instead of the
+// process.
+func runGuarded(run func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return run()
 }
