@@ -48,6 +48,9 @@ type driver struct {
 
 	events  chan driverEvent
 	stopped chan struct{} // closed when run returns
+	// final is closed once the terminal checkpoint completed and every
+	// listener was notified.
+	final chan struct{}
 
 	sourcesLeft int
 	terminal    checkpoint.ID // the terminal checkpoint, once triggered
@@ -205,6 +208,7 @@ func (d *driver) apply(e checkpoint.Effect) error {
 		}
 		if e.Terminal {
 			d.finalDone = true
+			close(d.final)
 		}
 	case checkpoint.NotifyAborted:
 		d.metrics.CheckpointAborted(false)

@@ -165,28 +165,39 @@ func (ex *execution) run(ctx context.Context) error {
 		return err
 	}
 
+	// The driver stops before the tasks are torn down: once a job fails or
+	// is canceled, no checkpoint may complete and no listener may be told
+	// to commit while chains are being closed.
+	driverStop := make(chan struct{})
+	driverExited := make(chan struct{})
+	var driverStopOnce sync.Once
+	stopDriver := func() {
+		if ex.drv == nil {
+			return
+		}
+		driverStopOnce.Do(func() { close(driverStop) })
+		<-driverExited
+	}
+
 	var (
 		wg       sync.WaitGroup
 		errMu    sync.Mutex
 		firstErr error
 	)
-	fail := func(err error) {
+	record := func(err error) {
 		errMu.Lock()
 		if firstErr == nil {
 			firstErr = err
 		}
 		errMu.Unlock()
-		stop()
 	}
-	driverErr := make(chan error, 1)
-	driverStop := make(chan struct{})
 	if ex.drv != nil {
 		go func() {
-			err := ex.drv.run(driverStop)
-			if err != nil {
-				fail(err)
+			defer close(driverExited)
+			if err := ex.drv.run(driverStop); err != nil {
+				record(err)
+				stop()
 			}
-			driverErr <- err
 		}()
 	}
 	for i, runTask := range ex.runs {
@@ -195,59 +206,36 @@ func (ex *execution) run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			err := runGuarded(runTask)
-			if err != nil {
-				if b.worker != nil {
-					b.worker.cancel()
-				}
-				if !errors.Is(err, ErrCanceled) {
-					fail(fmt.Errorf("task %s: %w", b.name, err))
-				}
+			if err == nil {
 				return
 			}
 			if b.worker != nil {
-				b.worker.drain()
+				b.worker.cancel()
+			}
+			if !errors.Is(err, ErrCanceled) {
+				record(fmt.Errorf("task %s: %w", b.name, err))
+				stopDriver()
+				stop()
 			}
 		}()
 	}
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
 
-	canceled := false
 	select {
 	case <-allDone:
 	case <-done:
 	case <-ctx.Done():
-		canceled = true
+		stopDriver()
 		stop()
 	}
 	<-allDone
-	if ex.drv != nil {
-		errMu.Lock()
-		failed := firstErr != nil
-		errMu.Unlock()
-		if canceled || failed {
-			close(driverStop)
-			<-driverErr
-		} else {
-			// Every task ended cleanly: wait for the terminal checkpoint.
-			select {
-			case err := <-driverErr:
-				if err != nil {
-					fail(err)
-				}
-			case <-ctx.Done():
-				canceled = true
-				close(driverStop)
-				<-driverErr
-			}
-		}
-	}
+	// Tasks end cleanly only after the terminal checkpoint completed, so
+	// the driver has finished or is returning; otherwise it must stop.
+	stopDriver()
 	errMu.Lock()
 	defer errMu.Unlock()
-	if firstErr != nil {
-		return firstErr
-	}
-	return nil
+	return firstErr
 }
 
 func (ex *execution) openStore() error {
@@ -382,6 +370,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 		interval:    cfg.CheckpointInterval,
 		events:      make(chan driverEvent, 1024),
 		stopped:     make(chan struct{}),
+		final:       make(chan struct{}),
 		sourcesLeft: len(sources),
 	}
 	switch cfg.CheckpointMode {
@@ -407,10 +396,10 @@ func (ex *execution) build(done <-chan struct{}) error {
 	if ex.restore != 0 {
 		ex.log.Info("restoring from checkpoint", "checkpoint", ex.restore, "dir", ex.store.Dir(), "next_checkpoint", ccfg.FirstID)
 	}
-	for i, b := range ex.tasks {
+	for _, b := range ex.tasks {
 		b.acks = d
+		b.final = d.final
 		b.worker = newSnapshotWorker(b.name, b.participant, ex.store, d)
-		_ = i
 	}
 	for _, st := range sources {
 		st.finished = d.sourceFinished

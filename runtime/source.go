@@ -11,11 +11,14 @@ import (
 
 // taskBase is what every task has, whatever its kind.
 type taskBase struct {
-	name          string
-	participant   checkpoint.ParticipantID
-	tc            *TaskContext
-	wake          chan struct{}
-	done          <-chan struct{}
+	name        string
+	participant checkpoint.ParticipantID
+	tc          *TaskContext
+	wake        chan struct{}
+	done        <-chan struct{}
+	// final is closed when the terminal checkpoint completed and its
+	// completion was delivered to every listener; nil without checkpoints.
+	final         <-chan struct{}
 	acks          acker
 	worker        *snapshotWorker // nil when checkpointing is off
 	bufferTimeout time.Duration
@@ -44,6 +47,22 @@ func (b *taskBase) capture(c Chain, id checkpoint.ID, wm int64) (*store.TaskSnap
 		MaxParallelism: b.tc.MaxParallelism,
 		Operators:      ops,
 	}, nil
+}
+
+// awaitFinal is a task's last step on a clean end: its snapshots are made
+// durable and acked, then it waits until the terminal checkpoint completed,
+// so that no chain is closed before it has heard of the completion.
+func (b *taskBase) awaitFinal() error {
+	if b.worker == nil {
+		return nil
+	}
+	b.worker.drain()
+	select {
+	case <-b.final:
+		return nil
+	case <-b.done:
+		return ErrCanceled
+	}
 }
 
 // submit hands a captured snapshot to the worker.
@@ -122,14 +141,15 @@ func (s *sourceTask) drainBarriers(wm int64) (terminal bool, err error) {
 
 func (s *sourceTask) run() (err error) {
 	b := s.base
-	if err := s.src.Open(b.tc); err != nil {
-		return fmt.Errorf("opening %s: %w", b.name, err)
-	}
+	// Close also releases what a failed Open had already opened.
 	defer func() {
 		if cerr := s.src.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("closing %s: %w", b.name, cerr)
 		}
 	}()
+	if err := s.src.Open(b.tc); err != nil {
+		return fmt.Errorf("opening %s: %w", b.name, err)
+	}
 	// A source chain tracks its own watermark (it generates it).
 	const wm = int64(MinWatermark)
 	lastFlush := time.Now()
@@ -209,5 +229,8 @@ func (s *sourceTask) run() (err error) {
 			}
 		}
 	}
-	return b.tc.Out.End()
+	if err := b.tc.Out.End(); err != nil {
+		return err
+	}
+	return b.awaitFinal()
 }

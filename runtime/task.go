@@ -41,22 +41,24 @@ type pendingSnapshot struct {
 
 // operatorTask runs one subtask of a vertex with inputs.
 type operatorTask struct {
-	base      *taskBase
-	op        Operator
-	inputs    []*Channel
-	logical   []int // logical input of each channel
-	align     *checkpoint.Alignment
-	canAlign  bool
-	closed    []bool
-	open      int
-	inputWm   []int64
-	curWm     int64
-	regions   [][]region
-	pinned    map[checkpoint.ID]checkpoint.Mode
-	pending   map[checkpoint.ID]*pendingSnapshot
-	pausedAt  time.Time
-	scratch   []byte
-	lastFlush time.Time
+	base     *taskBase
+	op       Operator
+	inputs   []*Channel
+	logical  []int // logical input of each channel
+	align    *checkpoint.Alignment
+	canAlign bool
+	closed   []bool
+	open     int
+	inputWm  []int64
+	curWm    int64
+	regions  [][]region
+	pinned   map[checkpoint.ID]checkpoint.Mode
+	pending  map[checkpoint.ID]*pendingSnapshot
+	pausedAt time.Time
+	// inputEnded: endInput ran.
+	inputEnded bool
+	scratch    []byte
+	lastFlush  time.Time
 }
 
 func (t *operatorTask) run() (err error) {
@@ -75,14 +77,15 @@ func (t *operatorTask) run() (err error) {
 	t.canAlign = t.op.CanUnalign()
 	t.align = checkpoint.NewAlignment(n, t.canAlign)
 
-	if err := t.op.Open(b.tc); err != nil {
-		return fmt.Errorf("opening %s: %w", b.name, err)
-	}
+	// Close also releases what a failed Open had already opened.
 	defer func() {
 		if cerr := t.op.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("closing %s: %w", b.name, cerr)
 		}
 	}()
+	if err := t.op.Open(b.tc); err != nil {
+		return fmt.Errorf("opening %s: %w", b.name, err)
+	}
 	if b.tc.Restored != nil {
 		if err := t.restore(b.tc.Restored); err != nil {
 			return err
@@ -129,7 +132,27 @@ func (t *operatorTask) run() (err error) {
 			return ErrCanceled
 		}
 	}
-	// Every input ended: the watermark is final.
+	if err := t.endInput(); err != nil {
+		return err
+	}
+	if len(t.pending) != 0 {
+		return fmt.Errorf("%s ended with in-flight capture of checkpoints %v unfinished", b.name, t.pendingIDs())
+	}
+	if err := b.tc.Out.End(); err != nil {
+		return err
+	}
+	return b.awaitFinal()
+}
+
+// endInput runs once, when no record can arrive any more: at the terminal
+// barrier (before it is captured, so that the final checkpoint covers what
+// the chain emits at end of input) or when every input ended.
+func (t *operatorTask) endInput() error {
+	if t.inputEnded {
+		return nil
+	}
+	t.inputEnded = true
+	b := t.base
 	if t.curWm != MaxWatermark {
 		t.curWm = MaxWatermark
 		if err := t.op.ProcessWatermark(MaxWatermark); err != nil {
@@ -142,10 +165,7 @@ func (t *operatorTask) run() (err error) {
 	if err := t.op.Flush(); err != nil {
 		return fmt.Errorf("flushing %s: %w", b.name, err)
 	}
-	if len(t.pending) != 0 {
-		return fmt.Errorf("%s ended with in-flight capture of checkpoints %v unfinished", b.name, t.pendingIDs())
-	}
-	return b.tc.Out.End()
+	return nil
 }
 
 func (t *operatorTask) pendingIDs() []checkpoint.ID {
@@ -327,6 +347,14 @@ func (t *operatorTask) apply(adv checkpoint.Advance) error {
 	b := t.base
 	if adv.Forward {
 		br := adv.Barrier
+		if br.Terminal {
+			// Every input delivered the terminal barrier: only
+			// end-of-input can follow, so end the input now and let the
+			// final checkpoint include its results.
+			if err := t.endInput(); err != nil {
+				return err
+			}
+		}
 		var alignNanos int64
 		if !t.pausedAt.IsZero() {
 			alignNanos = time.Since(t.pausedAt).Nanoseconds()

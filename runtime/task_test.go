@@ -722,10 +722,11 @@ type noStateOp struct{ *intOp }
 
 func (o noStateOp) Snapshot(checkpoint.ID) ([]store.OperatorSnapshot, error) { return nil, nil }
 
-// A task that never saw a watermark must not come back from a checkpoint
-// with one: the snapshot records NoWatermark, and after the restore the
-// first watermark from the inputs is processed, whatever its value.
-func TestExecuteRestoreKeepsAbsentWatermark(t *testing.T) {
+// The terminal checkpoint is taken after the final watermark and the end
+// of input were processed, so it records the maximum watermark (not a
+// made-up 0 for a chain without state), and a task restored from it does
+// not go back to an earlier watermark.
+func TestExecuteTerminalCheckpointRecordsFinalWatermark(t *testing.T) {
 	t.Setenv(store.FsyncEnvVar, "0")
 	dir := t.TempDir()
 	run := func(restore string, script []srcCmd, wantEvents []string) {
@@ -791,10 +792,10 @@ func TestExecuteRestoreKeepsAbsentWatermark(t *testing.T) {
 	if len(snap.Operators) != 1 || snap.Operators[0].UID != "op" {
 		t.Fatalf("snapshot of op-0 holds operators %+v, want one entry for op", snap.Operators)
 	}
-	if wm := snap.Operators[0].Watermark; wm != store.NoWatermark {
-		t.Errorf("snapshot of op-0 (which never saw a watermark) records watermark %d, want NoWatermark", wm)
+	if wm := snap.Operators[0].Watermark; wm != MaxWatermark {
+		t.Errorf("terminal snapshot of op-0 records watermark %d, want the maximum", wm)
 	}
-	run("latest", []srcCmd{{wm: -5}, {val: 2}, {end: true}}, []string{"wm -5", "batch 2", "wm max"})
+	run("latest", []srcCmd{{wm: -5}, {val: 2}, {end: true}}, []string{"batch 2"})
 }
 
 // alignedOnlyOp is an intOp whose chain cannot capture in-flight records, so
