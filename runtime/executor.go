@@ -94,7 +94,15 @@ func (c *Config) validate(g *JobGraph) error {
 	if c.CheckpointDir == "" && c.CheckpointInterval > 0 {
 		return errors.New("a checkpoint interval needs a checkpoint directory")
 	}
+	uids := make(map[string]bool, len(g.Vertices))
 	for _, v := range g.Vertices {
+		if uids[v.UID] {
+			return fmt.Errorf("two operators have the uid %q; uids name snapshot files and must be unique", v.UID)
+		}
+		uids[v.UID] = true
+		if err := store.CheckName(store.SnapshotName(v.UID, 0)); err != nil {
+			return fmt.Errorf("operator uid %q: %w", v.UID, err)
+		}
 		if v.Parallelism <= 0 || v.Parallelism > c.MaxParallelism {
 			return fmt.Errorf("operator %s: parallelism %d must be between 1 and the max parallelism %d", v.UID, v.Parallelism, c.MaxParallelism)
 		}
@@ -105,6 +113,9 @@ func (c *Config) validate(g *JobGraph) error {
 	for _, e := range g.Edges {
 		if e.From < 0 || e.From >= len(g.Vertices) || e.To < 0 || e.To >= len(g.Vertices) {
 			return fmt.Errorf("edge %d->%d names a missing vertex", e.From, e.To)
+		}
+		if g.Vertices[e.To].NewSource != nil {
+			return fmt.Errorf("edge %s->%s leads into a source", g.Vertices[e.From].UID, g.Vertices[e.To].UID)
 		}
 		if e.Pointwise && g.Vertices[e.From].Parallelism != g.Vertices[e.To].Parallelism {
 			return fmt.Errorf("pointwise edge %s->%s needs equal parallelism", g.Vertices[e.From].UID, g.Vertices[e.To].UID)

@@ -963,3 +963,32 @@ func TestExecuteRefusesRestoreWithoutCheckpointDir(t *testing.T) {
 		t.Errorf("%d tasks were opened before the configuration was refused", n)
 	}
 }
+
+func TestExecuteRefusesMalformedGraphs(t *testing.T) {
+	src := func(int) Source { return &countSource{n: 1} }
+	op := func(int) Operator { return &sumOp{} }
+	for _, tc := range []struct {
+		name string
+		g    *JobGraph
+		want string
+	}{
+		{"duplicate uid", &JobGraph{Vertices: []*Vertex{
+			{UID: "a", Parallelism: 1, NewSource: src},
+			{UID: "a", Parallelism: 1, NewOperator: op},
+		}, Edges: []Edge{{From: 0, To: 1}}}, `two operators have the uid "a"`},
+		{"uid with a slash", &JobGraph{Vertices: []*Vertex{
+			{UID: "../a", Parallelism: 1, NewSource: src},
+		}}, `operator uid "../a"`},
+		{"edge into a source", &JobGraph{Vertices: []*Vertex{
+			{UID: "a", Parallelism: 1, NewSource: src},
+			{UID: "b", Parallelism: 1, NewSource: src},
+		}, Edges: []Edge{{From: 0, To: 1}}}, `edge a->b leads into a source`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Execute(context.Background(), tc.g, Config{MaxParallelism: 8})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Execute = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -187,6 +187,10 @@ func SnapshotName(operatorUID string, subtask int) string {
 	return operatorUID + "-" + strconv.Itoa(subtask)
 }
 
+// CheckName reports whether name can name a snapshot file: it must not be
+// empty, start with a dot (temp files do) or contain a path separator.
+func CheckName(name string) error { return checkName(name) }
+
 // checkName rejects snapshot names that could escape the chk directory or
 // be taken for a temp file.
 func checkName(name string) error {
