@@ -345,7 +345,17 @@ func (c *operatorChain) ProcessWatermark(wm int64) error { return c.wm(wm) }
 
 func (c *operatorChain) EndOfInput() error { return c.endOfInput() }
 
-func (c *operatorChain) CanUnalign() bool { return true }
+// CanUnalign reports whether the records of every input can be encoded;
+// a chain reading a type that cannot (it holds a func or an interface)
+// takes aligned checkpoints only.
+func (c *operatorChain) CanUnalign() bool {
+	for _, p := range c.plan.head.inPorts {
+		if !p.encodable() {
+			return false
+		}
+	}
+	return true
+}
 
 func (c *operatorChain) EncodeBatch(input int, b runtime.Batch, dst []byte) []byte {
 	return c.plan.head.inPorts[input].encode(b, dst)

@@ -111,6 +111,7 @@ type ProcessFunc[K comparable, T, V, U any] func(ctx *KeyedContext[K, V], in T, 
 func Process[K comparable, T, V, U any](ks KeyedStream[K, T], name string, fn ProcessFunc[K, T, V, U]) Stream[U] {
 	up := ks.stream.node
 	env := up.env
+	checkStateTypes[K, V](env, name)
 	n := env.newNode(name, env.opts.Parallelism)
 	n.port = newPort[U]()
 	n.inPorts = []portOps{up.port}
@@ -167,6 +168,7 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 	if ub.env != env {
 		env.fail(fmt.Errorf("co-process %q: streams belong to different environments", name))
 	}
+	checkStateTypes[K, V](env, name)
 	n := env.newNode(name, env.opts.Parallelism)
 	n.port = newPort[U]()
 	n.inPorts = []portOps{ua.port, ub.port}
@@ -204,4 +206,14 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 		return []any{inA, inB}, nil, nil
 	}
 	return Stream[U]{node: n}
+}
+
+// checkStateTypes refuses key and state types that cannot be checkpointed.
+func checkStateTypes[K, V any](env *Environment, name string) {
+	if err := state.CheckCodec[K](); err != nil {
+		env.fail(fmt.Errorf("operator %q: its key cannot be checkpointed: %w", name, err))
+	}
+	if err := state.CheckCodec[V](); err != nil {
+		env.fail(fmt.Errorf("operator %q: its state cannot be checkpointed: %w", name, err))
+	}
 }

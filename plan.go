@@ -74,16 +74,23 @@ type portOps interface {
 	watermark(in any) func(int64) error
 	encode(b runtime.Batch, dst []byte) []byte
 	decode(data []byte) (runtime.Batch, error)
+	// encodable: records of this type can be captured in checkpoints.
+	encodable() bool
 }
 
 type port[T any] struct {
-	codec state.Codec[T]
+	codec    state.Codec[T]
+	codecErr error
 	// batches recycles record batches: a consumer returns each batch after
 	// processing it, and producers take their next batch from here.
 	batches sync.Pool
 }
 
-func newPort[T any]() *port[T] { return &port[T]{codec: state.CodecFor[T]()} }
+func newPort[T any]() *port[T] {
+	return &port[T]{codec: state.CodecFor[T](), codecErr: state.CheckCodec[T]()}
+}
+
+func (p *port[T]) encodable() bool { return p.codecErr == nil }
 
 func (p *port[T]) getBatch(size int) *records[T] {
 	if b, ok := p.batches.Get().(*records[T]); ok && cap(b.vals) >= size {

@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -24,9 +23,11 @@ type Codec[T any] interface {
 var ErrShortBuffer = errors.New("input ends in the middle of a value")
 
 // CodecFor returns the built-in codec for T: fixed-width little-endian for
-// integers, floats and bool, length-prefixed bytes for string and []byte, and
-// length-prefixed JSON for everything else (so struct fields must be
-// exported, as encoding/json requires).
+// integers, floats and bool, length-prefixed bytes for string and []byte,
+// and a compiled reflection codec for everything else (structs with
+// exported or unexported fields, slices, maps, pointers, and types that
+// implement encoding.BinaryMarshaler). Types holding funcs, channels or
+// interfaces cannot be encoded: CheckCodec reports them.
 func CodecFor[T any]() Codec[T] {
 	var zero T
 	var c any
@@ -62,7 +63,7 @@ func CodecFor[T any]() Codec[T] {
 	case bool:
 		c = boolCodec{}
 	default:
-		return jsonCodec[T]{}
+		return newReflectCodec[T]()
 	}
 	return c.(Codec[T])
 }
@@ -162,31 +163,6 @@ func (boolCodec) Decode(src []byte) (bool, int, error) {
 		return true, 1, nil
 	}
 	return false, 0, fmt.Errorf("decoding bool: invalid byte %#x", src[0])
-}
-
-type jsonCodec[T any] struct{}
-
-func (jsonCodec[T]) Append(dst []byte, v T) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		// Types that encoding/json cannot encode (channels, funcs) are a
-		// programming error caught by the first record.
-		panic(fmt.Sprintf("state: encoding %T as JSON: %v (give the stream an explicit codec)", v, err))
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
-func (jsonCodec[T]) Decode(src []byte) (T, int, error) {
-	var v T
-	n, k := binary.Uvarint(src)
-	if k <= 0 || n > uint64(len(src)-k) {
-		return v, 0, fmt.Errorf("decoding %T: %w", v, ErrShortBuffer)
-	}
-	if err := json.Unmarshal(src[k:k+int(n)], &v); err != nil {
-		return v, 0, fmt.Errorf("decoding %T: %w", v, err)
-	}
-	return v, k + int(n), nil
 }
 
 // HasherFor returns a stable hash function for keys of type K. Strings and
