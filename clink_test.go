@@ -214,7 +214,7 @@ func TestUnalignedCaptureKeepsUnexportedFieldsAndNaN(t *testing.T) {
 	if err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	// Restore the last periodic checkpoint that holds in-flight records and
+	// Restore the first periodic checkpoint that holds in-flight records and
 	// run the job to its end again: replayed records must arrive intact.
 	st, err := store.Open(dir, store.Options{})
 	if err != nil {
@@ -222,7 +222,7 @@ func TestUnalignedCaptureKeepsUnexportedFieldsAndNaN(t *testing.T) {
 	}
 	ids, _ := st.Completed()
 	restored := false
-	for i := len(ids) - 2; i >= 0 && !restored; i-- {
+	for i := 0; i < len(ids)-1 && !restored; i++ {
 		for sub := 0; sub < 2; sub++ {
 			snap, err := st.ReadTaskSnapshot(ids[i], fmt.Sprintf("sum-%d", sub))
 			if err != nil {
