@@ -3,6 +3,7 @@ package clink
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -66,7 +67,7 @@ type buildCtx struct {
 	batchSize  int
 	members    []member
 	flushers   []flusher
-	after      []afterBatcher
+	timed      []timedMember
 	edgeIndex  map[*edge]int
 	all        []*counters
 	opts       *Options
@@ -88,8 +89,8 @@ func (bc *buildCtx) publish() {
 
 func (bc *buildCtx) add(m member) {
 	bc.members = append(bc.members, m)
-	if a, ok := m.(afterBatcher); ok {
-		bc.after = append(bc.after, a)
+	if a, ok := m.(timedMember); ok {
+		bc.timed = append(bc.timed, a)
 	}
 }
 
@@ -282,10 +283,26 @@ func (c *chain) Flush() error {
 	return nil
 }
 
-func (c *chain) afterBatch() error {
-	for _, a := range c.bc.after {
-		if err := a.afterBatch(); err != nil {
-			return err
+// NextDeadline implements runtime.Timed over the chain's timed members.
+func (c *chain) NextDeadline() (time.Time, bool) {
+	var first time.Time
+	found := false
+	for _, m := range c.bc.timed {
+		if d, ok := m.deadline(); ok && (!found || d.Before(first)) {
+			first, found = d, true
+		}
+	}
+	return first, found
+}
+
+// OnDeadline implements runtime.Timed: it runs every member whose deadline
+// passed.
+func (c *chain) OnDeadline(now time.Time) error {
+	for _, m := range c.bc.timed {
+		if d, ok := m.deadline(); ok && !now.Before(d) {
+			if err := m.onDeadline(now); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -335,10 +352,7 @@ func (c *operatorChain) Open(tc *runtime.TaskContext) error {
 }
 
 func (c *operatorChain) ProcessBatch(input int, b runtime.Batch) error {
-	if err := c.feeders[input](b); err != nil {
-		return err
-	}
-	return c.afterBatch()
+	return c.feeders[input](b)
 }
 
 func (c *operatorChain) ProcessWatermark(wm int64) error { return c.wm(wm) }
@@ -373,14 +387,7 @@ type sourceChain struct {
 func (c *sourceChain) Open(tc *runtime.TaskContext) error { return c.build(tc) }
 
 func (c *sourceChain) Produce() (runtime.ProduceStatus, error) {
-	st, err := c.bc.sourceProd.produce()
-	if err != nil {
-		return st, err
-	}
-	if err := c.afterBatch(); err != nil {
-		return st, err
-	}
-	return st, nil
+	return c.bc.sourceProd.produce()
 }
 
 func (c *sourceChain) EndOfInput() error { return c.endOfInput() }

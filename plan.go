@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -38,9 +39,12 @@ type member interface {
 	close() error
 }
 
-// afterBatcher is implemented by members that act once per produced or
-// processed batch rather than per record (periodic watermarks).
-type afterBatcher interface{ afterBatch() error }
+// timedMember is implemented by members with processing-time work
+// (periodic watermarks): the chain runs it when its deadline passes.
+type timedMember interface {
+	deadline() (time.Time, bool)
+	onDeadline(now time.Time) error
+}
 
 type flusher interface{ flush() error }
 

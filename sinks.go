@@ -135,7 +135,7 @@ func SinkTo[T any](s Stream[T], name string, sink Sink[T]) {
 func AssignTimestamps[T any](s Stream[T], name string, ts func(T) int64, outOfOrderness time.Duration) Stream[T] {
 	bound := outOfOrderness.Milliseconds()
 	env := s.node.env
-	interval := env.opts.WatermarkInterval
+	interval := max(env.opts.WatermarkInterval, 0)
 	n := env.newNode(name, s.node.parallelism)
 	n.port = s.node.port
 	n.inPorts = []portOps{s.node.port}
@@ -194,23 +194,19 @@ func (m *watermarkMember) snapshot(checkpoint.ID) (*store.OperatorSnapshot, erro
 	return &store.OperatorSnapshot{UID: m.name, Watermark: m.emitted}, nil
 }
 
-func (m *watermarkMember) afterBatch() error {
-	if m.maxTs == runtime.MinWatermark {
-		return nil
+// deadline is when the next watermark is due: the interval after the last
+// one, if the highest timestamp has moved past what was emitted.
+func (m *watermarkMember) deadline() (time.Time, bool) {
+	if m.maxTs == runtime.MinWatermark || m.maxTs-m.bound-1 <= m.emitted {
+		return time.Time{}, false
 	}
-	wm := m.maxTs - m.bound - 1
-	if wm <= m.emitted {
-		return nil
-	}
-	if m.interval > 0 {
-		now := time.Now()
-		if now.Sub(m.last) < m.interval {
-			return nil
-		}
-		m.last = now
-	}
-	m.emitted = wm
-	return m.down(wm)
+	return m.last.Add(m.interval), true
+}
+
+func (m *watermarkMember) onDeadline(now time.Time) error {
+	m.last = now
+	m.emitted = m.maxTs - m.bound - 1
+	return m.down(m.emitted)
 }
 
 func (m *watermarkMember) endOfInput() error { return nil }

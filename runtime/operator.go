@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -87,6 +88,16 @@ type Source interface {
 	// EndOfInput is called once after Produce returned Done: the chain
 	// emits its final watermark and results.
 	EndOfInput() error
+}
+
+// Timed is implemented by chains with processing-time work (periodic
+// watermarks, processing-time timers). The runtime calls OnDeadline on the
+// task goroutine once NextDeadline has passed, waking an idle task for it.
+type Timed interface {
+	// NextDeadline returns the earliest pending deadline, ok=false if none.
+	NextDeadline() (deadline time.Time, ok bool)
+	// OnDeadline runs the work due at now.
+	OnDeadline(now time.Time) error
 }
 
 // CheckpointListener is implemented by chains that act when a checkpoint

@@ -152,6 +152,7 @@ func (s *sourceTask) run() (err error) {
 	}
 	// A source chain tracks its own watermark (it generates it).
 	const wm = int64(MinWatermark)
+	timed, _ := s.src.(Timed)
 	lastFlush := time.Now()
 	for {
 		if _, err := s.drainBarriers(wm); err != nil {
@@ -165,6 +166,11 @@ func (s *sourceTask) run() (err error) {
 		st, err := s.src.Produce()
 		if err != nil {
 			return fmt.Errorf("producing in %s: %w", b.name, err)
+		}
+		if timed != nil {
+			if err := runDeadline(timed, b.name); err != nil {
+				return err
+			}
 		}
 		switch st {
 		case Produced:

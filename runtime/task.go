@@ -92,6 +92,7 @@ func (t *operatorTask) run() (err error) {
 		}
 	}
 	t.lastFlush = time.Now()
+	timed, _ := t.op.(Timed)
 	for t.open > 0 {
 		progressed := false
 		for i := 0; i < n; i++ {
@@ -108,6 +109,11 @@ func (t *operatorTask) run() (err error) {
 			}
 		}
 		if progressed {
+			if timed != nil {
+				if err := runDeadline(timed, b.name); err != nil {
+					return err
+				}
+			}
 			if b.bufferTimeout >= 0 {
 				if now := time.Now(); now.Sub(t.lastFlush) >= b.bufferTimeout {
 					if err := t.op.Flush(); err != nil {
@@ -126,10 +132,28 @@ func (t *operatorTask) run() (err error) {
 			return fmt.Errorf("flushing %s: %w", b.name, err)
 		}
 		t.lastFlush = time.Now()
+		var timer *time.Timer
+		var fire <-chan time.Time
+		if timed != nil {
+			if d, ok := timed.NextDeadline(); ok {
+				timer = time.NewTimer(time.Until(d))
+				fire = timer.C
+			}
+		}
 		select {
 		case <-b.wake:
+		case <-fire:
+			if err := runDeadline(timed, b.name); err != nil {
+				return err
+			}
 		case <-b.done:
+			if timer != nil {
+				timer.Stop()
+			}
 			return ErrCanceled
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 	}
 	if err := t.endInput(); err != nil {
@@ -461,6 +485,22 @@ func (t *operatorTask) restore(snap *store.TaskSnapshot) error {
 		if replayed != f.Records {
 			return fmt.Errorf("restoring %s: in-flight records of input %d: snapshot says %d, found %d", t.base.name, f.Input, f.Records, replayed)
 		}
+	}
+	return nil
+}
+
+// runDeadline runs a chain's processing-time work if its deadline passed.
+func runDeadline(timed Timed, name string) error {
+	d, ok := timed.NextDeadline()
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	if now.Before(d) {
+		return nil
+	}
+	if err := timed.OnDeadline(now); err != nil {
+		return fmt.Errorf("running timers of %s: %w", name, err)
 	}
 	return nil
 }
