@@ -1,11 +1,13 @@
 package state
 
 import (
+	"bytes"
 	"encoding"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -147,7 +149,21 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 				v.SetUint(x)
 				return n, nil
 			}, nil
-	case reflect.Float32, reflect.Float64:
+	case reflect.Float32:
+		return func(dst []byte, v reflect.Value) []byte {
+				f := float32(v.Float())
+				if v.CanAddr() {
+					f = *(*float32)(unsafe.Pointer(v.UnsafeAddr()))
+				}
+				return binary.LittleEndian.AppendUint64(dst, float32To64Bits(f))
+			}, func(src []byte, v reflect.Value) (int, error) {
+				if len(src) < 8 {
+					return 0, short(path)
+				}
+				*(*float32)(unsafe.Pointer(v.UnsafeAddr())) = float32From64Bits(binary.LittleEndian.Uint64(src))
+				return 8, nil
+			}, nil
+	case reflect.Float64:
 		return func(dst []byte, v reflect.Value) []byte {
 				return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Float()))
 			}, func(src []byte, v reflect.Value) (int, error) {
@@ -231,8 +247,8 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 				}
 				// Every element takes at least one byte: bound the
 				// allocation by the input.
-				if l-1 > uint64(len(src)-n) {
-					return 0, fmt.Errorf("decoding %s: %d elements in %d bytes", path, l-1, len(src)-n)
+				if zeroSize := t.Elem().Size() == 0; (!zeroSize && l-1 > uint64(len(src)-n)) || (zeroSize && l-1 > math.MaxInt32) {
+					return 0, fmt.Errorf("decoding %s: %d elements in %d bytes: %w", path, l-1, len(src)-n, ErrShortBuffer)
 				}
 				s := reflect.MakeSlice(t, int(l-1), int(l-1))
 				for i := 0; i < int(l-1); i++ {
@@ -280,10 +296,24 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					return append(dst, 0)
 				}
 				dst = binary.AppendUvarint(dst, uint64(v.Len())+1)
+				// Encode every entry on its own and write them ordered by
+				// key bytes, so that equal maps give equal bytes. Keys and
+				// values are copied into addressable variables so that
+				// unexported fields and pointer-receiver marshalers in them
+				// can be reached.
+				type entry struct{ k, kv []byte }
+				entries := make([]entry, 0, v.Len())
+				k, e := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
 				it := v.MapRange()
 				for it.Next() {
-					dst = ke(dst, it.Key())
-					dst = ve(dst, it.Value())
+					k.SetIterKey(it)
+					e.SetIterValue(it)
+					kb := ke(nil, k)
+					entries = append(entries, entry{k: kb, kv: ve(kb, e)})
+				}
+				slices.SortFunc(entries, func(a, b entry) int { return bytes.Compare(a.k, b.k) })
+				for _, en := range entries {
+					dst = append(dst, en.kv...)
 				}
 				return dst
 			}, func(src []byte, v reflect.Value) (int, error) {
@@ -296,7 +326,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					return n, nil
 				}
 				if l-1 > uint64(len(src)-n) {
-					return 0, fmt.Errorf("decoding %s: %d entries in %d bytes", path, l-1, len(src)-n)
+					return 0, fmt.Errorf("decoding %s: %d entries in %d bytes: %w", path, l-1, len(src)-n, ErrShortBuffer)
 				}
 				m := reflect.MakeMapWithSize(t, int(l-1))
 				k, e := reflect.New(t.Key()).Elem(), reflect.New(t.Elem()).Elem()
@@ -360,7 +390,11 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 		}
 		return func(dst []byte, v reflect.Value) []byte {
 				for _, f := range fields {
-					dst = f.enc(dst, v.Field(f.index))
+					fv := v.Field(f.index)
+					if !fv.CanInterface() && fv.CanAddr() {
+						fv = reflect.NewAt(fv.Type(), unsafe.Pointer(fv.UnsafeAddr())).Elem()
+					}
+					dst = f.enc(dst, fv)
 				}
 				return dst
 			}, func(src []byte, v reflect.Value) (int, error) {
@@ -391,7 +425,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 func lazy(t reflect.Type, path string) (encFn, decFn, error) {
 	ct, ok := building[t]
 	if !ok {
-		if c, done := compiled.Load(t); done {
+		if c, done := compiled.Load(t); done && c.(*compiledType).err == nil {
 			ct, ok = c.(*compiledType), true
 		}
 	}
@@ -439,4 +473,22 @@ func buildBinaryMarshaler(t reflect.Type, path string) (encFn, decFn, error) {
 			}
 			return n + int(l), nil
 		}, nil
+}
+
+// float32To64Bits widens f to float64 bits, keeping the payload of a NaN
+// as it is (a conversion would set its quiet bit).
+func float32To64Bits(f float32) uint64 {
+	b := math.Float32bits(f)
+	if f != f {
+		return uint64(b>>31)<<63 | 0x7ff<<52 | uint64(b&0x7fffff)<<29
+	}
+	return math.Float64bits(float64(f))
+}
+
+// float32From64Bits is the inverse of float32To64Bits.
+func float32From64Bits(b uint64) float32 {
+	if f := math.Float64frombits(b); f == f {
+		return float32(f)
+	}
+	return math.Float32frombits(uint32(b>>63)<<31 | 0xff<<23 | uint32(b>>29)&0x7fffff)
 }
