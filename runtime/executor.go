@@ -315,6 +315,13 @@ func (ex *execution) build(done <-chan struct{}) error {
 	var sources []*sourceTask
 	var listeners []CheckpointListener
 	for v, vx := range g.Vertices {
+		var old []*store.TaskSnapshot
+		if ex.restore != 0 {
+			var err error
+			if old, err = ex.readVertex(vx); err != nil {
+				return err
+			}
+		}
 		for s := 0; s < vx.Parallelism; s++ {
 			name := fmt.Sprintf("%s-%d", vx.UID, s)
 			tc := &TaskContext{
@@ -325,16 +332,12 @@ func (ex *execution) build(done <-chan struct{}) error {
 				Logger:  ex.log.With("task", name),
 				Metrics: cfg.Metrics,
 			}
-			if ex.restore != 0 {
-				snap, err := ex.store.ReadTaskSnapshot(ex.restore, name)
-				if err != nil {
-					return fmt.Errorf("restoring checkpoint %d: %w", ex.restore, err)
+			if old != nil {
+				if len(old) == vx.Parallelism {
+					tc.Restored = old[s]
+				} else {
+					tc.Rescaled = old
 				}
-				if snap.Parallelism != vx.Parallelism || snap.MaxParallelism != cfg.MaxParallelism {
-					return fmt.Errorf("restoring checkpoint %d: task %s was checkpointed at parallelism %d / max parallelism %d, the job now runs it at %d / %d (rescaling is not supported yet)",
-						ex.restore, name, snap.Parallelism, snap.MaxParallelism, vx.Parallelism, cfg.MaxParallelism)
-				}
-				tc.Restored = snap
 			}
 			p := checkpoint.ParticipantID(name)
 			participants = append(participants, p)
@@ -410,7 +413,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 	for _, b := range ex.tasks {
 		b.acks = d
 		b.final = d.final
-		b.worker = newSnapshotWorker(b.name, b.participant, ex.store, d)
+		b.worker = newSnapshotWorker(b.name, b.tc.Vertex, b.participant, ex.store, d)
 	}
 	for _, st := range sources {
 		st.finished = d.sourceFinished
@@ -438,4 +441,43 @@ func runGuarded(run func() error) (err error) {
 		}
 	}()
 	return run()
+}
+
+// readVertex reads the snapshots of every subtask a vertex had when the
+// checkpoint was taken. The parallelism may differ from the job's now (a
+// rescale); the max parallelism may not, and in-flight records cannot be
+// redistributed.
+func (ex *execution) readVertex(vx *Vertex) ([]*store.TaskSnapshot, error) {
+	first, err := ex.store.ReadTaskSnapshot(ex.restore, store.SnapshotName(vx.UID, 0))
+	if err != nil {
+		return nil, fmt.Errorf("restoring checkpoint %d: %w", ex.restore, err)
+	}
+	if first.MaxParallelism != ex.cfg.MaxParallelism {
+		return nil, fmt.Errorf("restoring checkpoint %d: operator %s was checkpointed with max parallelism %d, the job now has %d; the max parallelism (the number of key groups) cannot change between a checkpoint and its restore",
+			ex.restore, vx.UID, first.MaxParallelism, ex.cfg.MaxParallelism)
+	}
+	snaps := []*store.TaskSnapshot{first}
+	for s := 1; s < first.Parallelism; s++ {
+		snap, err := ex.store.ReadTaskSnapshot(ex.restore, store.SnapshotName(vx.UID, s))
+		if err != nil {
+			return nil, fmt.Errorf("restoring checkpoint %d: %w", ex.restore, err)
+		}
+		if snap.Parallelism != first.Parallelism || snap.MaxParallelism != first.MaxParallelism {
+			return nil, fmt.Errorf("restoring checkpoint %d: snapshot %s says parallelism %d / max parallelism %d, but %s says %d / %d",
+				ex.restore, snap.Task, snap.Parallelism, snap.MaxParallelism, first.Task, first.Parallelism, first.MaxParallelism)
+		}
+		snaps = append(snaps, snap)
+	}
+	if first.Parallelism != vx.Parallelism {
+		for _, snap := range snaps {
+			for _, op := range snap.Operators {
+				if len(op.InFlight) > 0 {
+					return nil, fmt.Errorf("restoring checkpoint %d: task %s holds in-flight records of an unaligned checkpoint, which cannot be redistributed from parallelism %d to %d; restore it at parallelism %d, or restore an aligned checkpoint",
+						ex.restore, snap.Task, first.Parallelism, vx.Parallelism, first.Parallelism)
+				}
+			}
+		}
+		ex.log.Info("rescaling operator on restore", "operator", vx.UID, "from", first.Parallelism, "to", vx.Parallelism)
+	}
+	return snaps, nil
 }

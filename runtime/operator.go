@@ -21,6 +21,11 @@ type TaskContext struct {
 	// Restored is the task's snapshot when the job restores from a
 	// checkpoint, nil on a fresh start.
 	Restored *store.TaskSnapshot
+	// Rescaled holds, when the job restores a checkpoint taken at another
+	// parallelism of this vertex, the snapshots of every old subtask (and
+	// Restored is nil): keyed state is redistributed by key group; state
+	// that cannot be redistributed must refuse to open.
+	Rescaled []*store.TaskSnapshot
 	// Done is closed when the task must stop.
 	Done    <-chan struct{}
 	Logger  *slog.Logger
@@ -41,6 +46,15 @@ type Chain interface {
 	Flush() error
 	// Close releases resources. It runs after the last element.
 	Close() error
+}
+
+// DeferredSnapshotter is implemented by chains whose state freezes cheaply
+// (copy-on-write) but encodes slowly: SnapshotDeferred freezes on the task
+// goroutine and returns the function that the snapshot worker calls to
+// encode the frozen state, concurrently with the task's next records. The
+// runtime then never calls Snapshot.
+type DeferredSnapshotter interface {
+	SnapshotDeferred(id checkpoint.ID) (func() ([]store.OperatorSnapshot, error), error)
 }
 
 // Operator is the chain of a task that has inputs.

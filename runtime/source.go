@@ -24,29 +24,66 @@ type taskBase struct {
 	bufferTimeout time.Duration
 }
 
-// capture takes the chain's snapshot for checkpoint id.
-func (b *taskBase) capture(c Chain, id checkpoint.ID, wm int64) (*store.TaskSnapshot, error) {
+// captured is a task's snapshot between the barrier and the worker: the
+// chain's capture, and the parts the task adds (watermark, in-flight
+// records).
+type captured struct {
+	meta store.TaskSnapshot
+	// build completes the operator snapshots on the snapshot worker.
+	build    func() ([]store.OperatorSnapshot, error)
+	wm       int64
+	inflight []store.InFlight
+}
+
+// snapshot builds the task snapshot; it runs on the snapshot worker.
+func (c *captured) snapshot(vertex string) (*store.TaskSnapshot, error) {
+	ops, err := c.build()
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) == 0 {
+		ops = []store.OperatorSnapshot{{UID: vertex, Watermark: store.NoWatermark}}
+	}
+	if c.wm != MinWatermark {
+		ops[0].Watermark = c.wm
+	}
+	ops[0].InFlight = append(ops[0].InFlight, c.inflight...)
+	snap := c.meta
+	snap.Operators = ops
+	return &snap, nil
+}
+
+// capture takes the chain's snapshot for checkpoint id on the task
+// goroutine. A chain that implements DeferredSnapshotter leaves the
+// encoding of what it froze to the snapshot worker.
+func (b *taskBase) capture(c Chain, id checkpoint.ID, wm int64) (*captured, error) {
 	if b.worker == nil {
 		return nil, nil
+	}
+	cp := &captured{
+		meta: store.TaskSnapshot{
+			Checkpoint:     id,
+			Task:           b.name,
+			Subtask:        b.tc.Subtask,
+			Parallelism:    b.tc.Parallelism,
+			MaxParallelism: b.tc.MaxParallelism,
+		},
+		wm: wm,
+	}
+	if d, ok := c.(DeferredSnapshotter); ok {
+		build, err := d.SnapshotDeferred(id)
+		if err != nil {
+			return nil, fmt.Errorf("capturing snapshot of %s for checkpoint %d: %w", b.name, id, err)
+		}
+		cp.build = build
+		return cp, nil
 	}
 	ops, err := c.Snapshot(id)
 	if err != nil {
 		return nil, fmt.Errorf("capturing snapshot of %s for checkpoint %d: %w", b.name, id, err)
 	}
-	if len(ops) == 0 {
-		ops = []store.OperatorSnapshot{{UID: b.tc.Vertex, Watermark: store.NoWatermark}}
-	}
-	if wm != MinWatermark {
-		ops[0].Watermark = wm
-	}
-	return &store.TaskSnapshot{
-		Checkpoint:     id,
-		Task:           b.name,
-		Subtask:        b.tc.Subtask,
-		Parallelism:    b.tc.Parallelism,
-		MaxParallelism: b.tc.MaxParallelism,
-		Operators:      ops,
-	}, nil
+	cp.build = func() ([]store.OperatorSnapshot, error) { return ops, nil }
+	return cp, nil
 }
 
 // awaitFinal is a task's last step on a clean end: its snapshots are made

@@ -32,7 +32,7 @@ type region struct {
 // records are still being collected (unaligned checkpoints).
 type pendingSnapshot struct {
 	id        checkpoint.ID
-	snap      *store.TaskSnapshot
+	snap      *captured
 	inflight  map[int]*store.InFlight // by channel index
 	alignDone bool
 	regions   int // open regions for this id
@@ -89,6 +89,18 @@ func (t *operatorTask) run() (err error) {
 	if b.tc.Restored != nil {
 		if err := t.restore(b.tc.Restored); err != nil {
 			return err
+		}
+	}
+	if len(b.tc.Rescaled) > 0 {
+		// The lowest watermark any old subtask had reached is safe.
+		wm := int64(MaxWatermark)
+		for _, s := range b.tc.Rescaled {
+			if len(s.Operators) > 0 {
+				wm = min(wm, s.Operators[0].Watermark)
+			}
+		}
+		if wm != MaxWatermark && wm > t.curWm {
+			t.curWm = wm
 		}
 	}
 	t.lastFlush = time.Now()
@@ -434,9 +446,8 @@ func (t *operatorTask) finishPending() error {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
-			head := &p.snap.Operators[0]
 			for _, k := range keys {
-				head.InFlight = append(head.InFlight, *p.inflight[k])
+				p.snap.inflight = append(p.snap.inflight, *p.inflight[k])
 			}
 		}
 		if !t.base.submit(snapshotJob{id: id, snap: p.snap, align: p.align}) {

@@ -11,7 +11,7 @@ import (
 // snapshotJob is one captured, not yet durable, task snapshot.
 type snapshotJob struct {
 	id   checkpoint.ID
-	snap *store.TaskSnapshot
+	snap *captured
 	// align is the time the task's inputs were paused for this checkpoint.
 	align int64
 }
@@ -34,6 +34,7 @@ type acker interface {
 // goroutine to exit.
 type snapshotWorker struct {
 	name        string
+	vertex      string
 	participant checkpoint.ParticipantID
 	store       *store.Store
 	acks        acker
@@ -44,9 +45,10 @@ type snapshotWorker struct {
 	once     sync.Once
 }
 
-func newSnapshotWorker(name string, p checkpoint.ParticipantID, st *store.Store, acks acker) *snapshotWorker {
+func newSnapshotWorker(name, vertex string, p checkpoint.ParticipantID, st *store.Store, acks acker) *snapshotWorker {
 	w := &snapshotWorker{
 		name:        name,
+		vertex:      vertex,
 		participant: p,
 		store:       st,
 		acks:        acks,
@@ -79,8 +81,12 @@ func (w *snapshotWorker) run() {
 }
 
 func (w *snapshotWorker) persist(job snapshotJob) {
-	data := job.snap.Marshal()
-	n, err := w.store.WriteSnapshot(job.id, w.name, data)
+	snap, err := job.snap.snapshot(w.vertex)
+	if err != nil {
+		w.acks.decline(job.id, w.participant, fmt.Errorf("building snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
+		return
+	}
+	n, err := w.store.WriteSnapshot(job.id, w.name, snap.Marshal())
 	if err != nil {
 		w.acks.decline(job.id, w.participant, fmt.Errorf("persisting snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
 		return

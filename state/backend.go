@@ -1,0 +1,279 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Backend holds the keyed state of one operator in one subtask: its
+// tables (Value, List, Map, Reducing and Aggregating states, timers), split
+// by key group.
+//
+// A backend is driven by the operator's task goroutine in this order:
+//
+//  1. Open, with the subtask's key-group range.
+//  2. Restore, when the job restores from a checkpoint: the key groups of
+//     every snapshot given (one per old subtask whose range overlaps, when
+//     the job was rescaled) that fall into the range. Tables registered
+//     later pick up their part then.
+//  3. Register tables (the typed constructors NewValue, NewList, ... do),
+//     then read and write them.
+//  4. Capture at each checkpoint barrier: cheap, and writes made after it
+//     never show in what it captured. The snapshot worker then calls
+//     Captured.Persist, concurrently with more writes.
+//  5. Close.
+type Backend interface {
+	// Name is the backend kind, "memory" or "pebble".
+	Name() string
+	// Open binds the backend to the key groups r of maxParallelism.
+	Open(r KeyGroupRange, maxParallelism int) error
+	// Register adds a table. Its restored content, if any, is loaded now.
+	Register(t Table) error
+	// Capture freezes every table for a checkpoint.
+	Capture() (Captured, error)
+	// Restore loads the key groups in the backend's range from snapshots.
+	Restore(snaps [][]KeyGroupData) error
+	// Close releases the backend.
+	Close() error
+}
+
+// Captured is the frozen state of a backend at one checkpoint.
+type Captured interface {
+	// Persist encodes the frozen state per key group. It runs on the
+	// snapshot worker, concurrently with the task writing to the tables.
+	Persist() ([]KeyGroupData, error)
+}
+
+// Table is one named keyed state as a backend sees it. The typed states
+// of this package implement it; a backend never needs their types.
+type Table interface {
+	// Name identifies the table in snapshots; unique per operator.
+	Name() string
+	// Freeze returns a view of the table as of now that later writes do
+	// not change.
+	Freeze() FrozenTable
+	// RestoreGroup adds the entries of key group kg encoded by
+	// FrozenTable.AppendGroup.
+	RestoreGroup(kg int, entries int, data []byte) error
+}
+
+// FrozenTable is a table frozen by Freeze.
+type FrozenTable interface {
+	// AppendGroup appends the encoded entries of key group kg to dst and
+	// returns it with the number of entries appended.
+	AppendGroup(dst []byte, kg int) ([]byte, int)
+}
+
+// Key-group data of a backend holds one section per table:
+//
+//	name     uvarint length + bytes
+//	entries  uvarint
+//	data     uvarint length + bytes (the table's encoding of its entries)
+
+// appendSection appends one table's section of a key group.
+func appendSection(dst []byte, name string, entries int, data []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(name)))
+	dst = append(dst, name...)
+	dst = binary.AppendUvarint(dst, uint64(entries))
+	dst = binary.AppendUvarint(dst, uint64(len(data)))
+	return append(dst, data...)
+}
+
+type section struct {
+	name    string
+	entries int
+	data    []byte
+}
+
+// parseSections splits one key group's data into its tables' sections.
+func parseSections(kg int, b []byte) ([]section, error) {
+	var out []section
+	for len(b) > 0 {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return nil, fmt.Errorf("key group %d: table name is truncated", kg)
+		}
+		name := string(b[n : n+int(l)])
+		b = b[n+int(l):]
+		e, n := binary.Uvarint(b)
+		if n <= 0 || e > uint64(len(b)) {
+			return nil, fmt.Errorf("key group %d, table %q: bad entry count", kg, name)
+		}
+		b = b[n:]
+		l, n = binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return nil, fmt.Errorf("key group %d, table %q: data is truncated", kg, name)
+		}
+		out = append(out, section{name: name, entries: int(e), data: b[n : n+int(l)]})
+		b = b[n+int(l):]
+	}
+	return out, nil
+}
+
+// MemoryBackend keeps keyed state in Go maps, one per key group, with
+// copy-on-write at checkpoints: Capture marks every key group shared, and
+// the first write to a shared key group copies its map, so the capture
+// keeps the old one. Entries holding slices or maps are copied on their
+// first change after a capture in the same way.
+type MemoryBackend struct {
+	rng            KeyGroupRange
+	maxParallelism int
+	tables         []Table
+	byName         map[string]Table
+	// restored holds sections of tables not registered yet, by name.
+	restored map[string][]restoredGroup
+	opened   bool
+}
+
+type restoredGroup struct {
+	kg      int
+	entries int
+	data    []byte
+}
+
+// NewMemoryBackend returns an empty memory backend.
+func NewMemoryBackend() *MemoryBackend {
+	return &MemoryBackend{byName: map[string]Table{}, restored: map[string][]restoredGroup{}}
+}
+
+// Name implements Backend.
+func (b *MemoryBackend) Name() string { return "memory" }
+
+// Open implements Backend.
+func (b *MemoryBackend) Open(r KeyGroupRange, maxParallelism int) error {
+	if maxParallelism < 1 || r.Start < 0 || r.End > maxParallelism || r.Start > r.End {
+		return fmt.Errorf("opening memory state backend: key-group range %v of max parallelism %d", r, maxParallelism)
+	}
+	b.rng, b.maxParallelism, b.opened = r, maxParallelism, true
+	return nil
+}
+
+// Range returns the key groups the backend holds.
+func (b *MemoryBackend) Range() KeyGroupRange { return b.rng }
+
+// MaxParallelism returns the number of key groups of the job.
+func (b *MemoryBackend) MaxParallelism() int { return b.maxParallelism }
+
+// Register implements Backend.
+func (b *MemoryBackend) Register(t Table) error {
+	if !b.opened {
+		return errors.New("registering a state table before the backend is open")
+	}
+	if _, dup := b.byName[t.Name()]; dup {
+		return fmt.Errorf("state %q is registered twice", t.Name())
+	}
+	b.byName[t.Name()] = t
+	b.tables = append(b.tables, t)
+	for _, g := range b.restored[t.Name()] {
+		if err := t.RestoreGroup(g.kg, g.entries, g.data); err != nil {
+			return fmt.Errorf("restoring state %q: %w", t.Name(), err)
+		}
+	}
+	delete(b.restored, t.Name())
+	return nil
+}
+
+// Restore implements Backend.
+func (b *MemoryBackend) Restore(snaps [][]KeyGroupData) error {
+	for _, groups := range snaps {
+		for _, g := range groups {
+			if !b.rng.Contains(g.KeyGroup) {
+				continue
+			}
+			secs, err := parseSections(g.KeyGroup, g.Data)
+			if err != nil {
+				return fmt.Errorf("restoring memory state: %w", err)
+			}
+			for _, s := range secs {
+				if t := b.byName[s.name]; t != nil {
+					if err := t.RestoreGroup(g.KeyGroup, s.entries, s.data); err != nil {
+						return fmt.Errorf("restoring state %q: %w", s.name, err)
+					}
+					continue
+				}
+				b.restored[s.name] = append(b.restored[s.name], restoredGroup{kg: g.KeyGroup, entries: s.entries, data: s.data})
+			}
+		}
+	}
+	return nil
+}
+
+// Capture implements Backend.
+func (b *MemoryBackend) Capture() (Captured, error) {
+	c := &memoryCapture{rng: b.rng}
+	for _, t := range b.tables {
+		c.names = append(c.names, t.Name())
+		c.frozen = append(c.frozen, t.Freeze())
+	}
+	// State restored for tables the operator has not registered (yet)
+	// still belongs to the checkpoint.
+	for name, groups := range b.restored {
+		c.pending = append(c.pending, pendingTable{name: name, groups: slices.Clone(groups)})
+	}
+	slices.SortFunc(c.pending, func(x, y pendingTable) int {
+		if x.name < y.name {
+			return -1
+		}
+		if x.name > y.name {
+			return 1
+		}
+		return 0
+	})
+	return c, nil
+}
+
+// Close implements Backend.
+func (b *MemoryBackend) Close() error { return nil }
+
+type pendingTable struct {
+	name   string
+	groups []restoredGroup
+}
+
+type memoryCapture struct {
+	rng     KeyGroupRange
+	names   []string
+	frozen  []FrozenTable
+	pending []pendingTable
+}
+
+// Persist encodes the frozen tables per key group.
+func (c *memoryCapture) Persist() ([]KeyGroupData, error) {
+	var out []KeyGroupData
+	var scratch []byte
+	for kg := c.rng.Start; kg < c.rng.End; kg++ {
+		var data []byte
+		total := 0
+		for i, f := range c.frozen {
+			var n int
+			scratch, n = f.AppendGroup(scratch[:0], kg)
+			if n == 0 {
+				continue
+			}
+			data = appendSection(data, c.names[i], n, scratch)
+			total += n
+		}
+		for _, p := range c.pending {
+			for _, g := range p.groups {
+				if g.kg == kg {
+					data = appendSection(data, p.name, g.entries, g.data)
+					total += g.entries
+				}
+			}
+		}
+		if total > 0 {
+			out = append(out, KeyGroupData{KeyGroup: kg, Entries: total, Data: data})
+		}
+	}
+	return out, nil
+}
+
+// KeyGroupData is the snapshot of one key group of a backend: Entries
+// entries over all its tables, encoded in Data (one section per table).
+type KeyGroupData struct {
+	KeyGroup int
+	Entries  int
+	Data     []byte
+}

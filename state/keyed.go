@@ -1,0 +1,236 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// memoryOf returns the memory backend behind b; the typed states are
+// implemented for it. (The Pebble backend adds its own.)
+func memoryOf(b Backend, name string) (*MemoryBackend, error) {
+	m, ok := b.(*MemoryBackend)
+	if !ok {
+		return nil, fmt.Errorf("state %q: backend %q does not support this state type", name, b.Name())
+	}
+	return m, nil
+}
+
+// ValueState holds one value per key.
+type ValueState[K comparable, V any] struct{ t *cowTable[K, V] }
+
+// NewValue registers a value state named name with b.
+func NewValue[K comparable, V any](b Backend, name string, kc Codec[K], vc Codec[V], opts ...StateOption) (*ValueState[K, V], error) {
+	m, err := memoryOf(b, name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newCowTable(m, name, kc, vc, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ValueState[K, V]{t: t}, nil
+}
+
+// Get returns the value of k and whether it is set.
+func (s *ValueState[K, V]) Get(k K) (V, bool) { return s.t.get(k) }
+
+// Put sets the value of k.
+func (s *ValueState[K, V]) Put(k K, v V) { s.t.put(k, v) }
+
+// Delete clears the value of k.
+func (s *ValueState[K, V]) Delete(k K) { s.t.del(k) }
+
+// Len returns the number of keys with a value (expired ones included
+// until they are dropped).
+func (s *ValueState[K, V]) Len() int { return s.t.len() }
+
+// Range calls f for every live entry until f returns false.
+func (s *ValueState[K, V]) Range(f func(K, V) bool) { s.t.rangeKeys(f) }
+
+// ListState holds a list of elements per key.
+type ListState[K comparable, E any] struct{ t *cowTable[K, []E] }
+
+// NewList registers a list state named name with b.
+func NewList[K comparable, E any](b Backend, name string, kc Codec[K], ec Codec[E], opts ...StateOption) (*ListState[K, E], error) {
+	m, err := memoryOf(b, name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newCowTable(m, name, kc, CodecFor[[]E](), slices.Clone[[]E], opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ListState[K, E]{t: t}, nil
+}
+
+// Get returns the list of k. The caller must not modify it.
+func (s *ListState[K, E]) Get(k K) []E {
+	v, _ := s.t.get(k)
+	return v
+}
+
+// Add appends e to the list of k.
+func (s *ListState[K, E]) Add(k K, e E) {
+	s.t.update(k, func(v []E, _ bool) ([]E, bool) { return append(v, e), true })
+}
+
+// Update replaces the list of k; an empty list clears it.
+func (s *ListState[K, E]) Update(k K, list []E) {
+	if len(list) == 0 {
+		s.t.del(k)
+		return
+	}
+	s.t.put(k, slices.Clone(list))
+}
+
+// Clear removes the list of k.
+func (s *ListState[K, E]) Clear(k K) { s.t.del(k) }
+
+// MapState holds a map of user keys to user values per key.
+type MapState[K, UK comparable, UV any] struct{ t *cowTable[K, map[UK]UV] }
+
+// NewMap registers a map state named name with b.
+func NewMap[K, UK comparable, UV any](b Backend, name string, kc Codec[K], opts ...StateOption) (*MapState[K, UK, UV], error) {
+	m, err := memoryOf(b, name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newCowTable(m, name, kc, CodecFor[map[UK]UV](), maps.Clone[map[UK]UV], opts)
+	if err != nil {
+		return nil, err
+	}
+	return &MapState[K, UK, UV]{t: t}, nil
+}
+
+// Get returns the value of uk in the map of k.
+func (s *MapState[K, UK, UV]) Get(k K, uk UK) (UV, bool) {
+	m, _ := s.t.get(k)
+	v, ok := m[uk]
+	return v, ok
+}
+
+// Put sets uk to uv in the map of k.
+func (s *MapState[K, UK, UV]) Put(k K, uk UK, uv UV) {
+	s.t.update(k, func(m map[UK]UV, _ bool) (map[UK]UV, bool) {
+		if m == nil {
+			m = make(map[UK]UV)
+		}
+		m[uk] = uv
+		return m, true
+	})
+}
+
+// Remove deletes uk from the map of k.
+func (s *MapState[K, UK, UV]) Remove(k K, uk UK) {
+	if _, ok := s.Get(k, uk); !ok {
+		return
+	}
+	s.t.update(k, func(m map[UK]UV, _ bool) (map[UK]UV, bool) {
+		delete(m, uk)
+		return m, len(m) > 0
+	})
+}
+
+// Range calls f for every entry of the map of k until f returns false.
+func (s *MapState[K, UK, UV]) Range(k K, f func(UK, UV) bool) {
+	m, _ := s.t.get(k)
+	for uk, uv := range m {
+		if !f(uk, uv) {
+			return
+		}
+	}
+}
+
+// Len returns the number of entries in the map of k.
+func (s *MapState[K, UK, UV]) Len(k K) int {
+	m, _ := s.t.get(k)
+	return len(m)
+}
+
+// Clear removes the map of k.
+func (s *MapState[K, UK, UV]) Clear(k K) { s.t.del(k) }
+
+// ReducingState folds the values added for a key with a reduce function.
+type ReducingState[K comparable, V any] struct {
+	t      *cowTable[K, V]
+	reduce func(V, V) V
+}
+
+// NewReducing registers a reducing state named name with b.
+func NewReducing[K comparable, V any](b Backend, name string, kc Codec[K], vc Codec[V], reduce func(acc, v V) V, opts ...StateOption) (*ReducingState[K, V], error) {
+	m, err := memoryOf(b, name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newCowTable(m, name, kc, vc, nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &ReducingState[K, V]{t: t, reduce: reduce}, nil
+}
+
+// Add folds v into the value of k.
+func (s *ReducingState[K, V]) Add(k K, v V) {
+	if acc, ok := s.t.get(k); ok {
+		v = s.reduce(acc, v)
+	}
+	s.t.put(k, v)
+}
+
+// Get returns the folded value of k.
+func (s *ReducingState[K, V]) Get(k K) (V, bool) { return s.t.get(k) }
+
+// Clear removes the value of k.
+func (s *ReducingState[K, V]) Clear(k K) { s.t.del(k) }
+
+// AggregateFunction folds inputs into an accumulator and derives a result,
+// as Flink's AggregateFunction.
+type AggregateFunction[IN, ACC, OUT any] interface {
+	CreateAccumulator() ACC
+	Add(acc ACC, in IN) ACC
+	Result(acc ACC) OUT
+}
+
+// AggregatingState folds the inputs added for a key into an accumulator.
+type AggregatingState[K comparable, IN, ACC, OUT any] struct {
+	t   *cowTable[K, ACC]
+	agg AggregateFunction[IN, ACC, OUT]
+}
+
+// NewAggregating registers an aggregating state named name with b. The
+// accumulator must not share memory between calls of Add (return a new
+// value or a modified copy), because a checkpoint may hold the old one.
+func NewAggregating[K comparable, IN, ACC, OUT any](b Backend, name string, kc Codec[K], agg AggregateFunction[IN, ACC, OUT], opts ...StateOption) (*AggregatingState[K, IN, ACC, OUT], error) {
+	m, err := memoryOf(b, name)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newCowTable(m, name, kc, CodecFor[ACC](), nil, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &AggregatingState[K, IN, ACC, OUT]{t: t, agg: agg}, nil
+}
+
+// Add folds in into the accumulator of k.
+func (s *AggregatingState[K, IN, ACC, OUT]) Add(k K, in IN) {
+	acc, ok := s.t.get(k)
+	if !ok {
+		acc = s.agg.CreateAccumulator()
+	}
+	s.t.put(k, s.agg.Add(acc, in))
+}
+
+// Get returns the result for k and whether k has an accumulator.
+func (s *AggregatingState[K, IN, ACC, OUT]) Get(k K) (OUT, bool) {
+	acc, ok := s.t.get(k)
+	if !ok {
+		var zero OUT
+		return zero, false
+	}
+	return s.agg.Result(acc), true
+}
+
+// Clear removes the accumulator of k.
+func (s *AggregatingState[K, IN, ACC, OUT]) Clear(k K) { s.t.del(k) }
