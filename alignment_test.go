@@ -175,17 +175,16 @@ func alignKeyedState(t *testing.T, st *store.Store, id checkpoint.ID, uid string
 		for i, g := range op.KeyGroups {
 			groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
 		}
-		table := state.NewValueTable(state.CodecFor[int](), state.CodecFor[alignTally](), maxPar)
-		if err := table.Restore(groups, state.KeyGroupRange{Start: 0, End: maxPar}); err != nil {
+		values, err := state.ReadValues[int, alignTally](groups, "value", maxPar)
+		if err != nil {
 			t.Fatalf("checkpoint %d: decoding state of %s: %v", id, name, err)
 		}
-		table.Range(func(k int, v alignTally) bool {
+		for k, v := range values {
 			if _, dup := all[k]; dup {
 				t.Errorf("checkpoint %d: key %d is held by two subtasks", id, k)
 			}
 			all[k] = v
-			return true
-		})
+		}
 	}
 	return all
 }

@@ -176,18 +176,17 @@ func checkFinalState(t *testing.T, dir string, want int64) {
 			if op.UID != "count" {
 				continue
 			}
-			table := state.NewValueTable(state.CodecFor[string](), state.CodecFor[int64](), 128)
 			groups := make([]state.KeyGroupData, len(op.KeyGroups))
 			for i, g := range op.KeyGroups {
 				groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
 			}
-			if err := table.Restore(groups, state.RangeForSubtask(sub, 128, 2)); err != nil {
+			values, err := state.ReadValues[string, int64](groups, "value", 128)
+			if err != nil {
 				t.Fatal(err)
 			}
-			table.Range(func(k string, v int64) bool {
+			for k, v := range values {
 				got[k] += v
-				return true
-			})
+			}
 		}
 	}
 	if len(got) != crashKeys {

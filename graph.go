@@ -243,24 +243,52 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 		bc.members[i], bc.members[j] = bc.members[j], bc.members[i]
 	}
 	for _, m := range bc.members {
-		var restored *store.OperatorSnapshot
+		var rs restoreState
 		if tc.Restored != nil {
-			for i := range tc.Restored.Operators {
-				if tc.Restored.Operators[i].UID == m.uid() {
-					restored = &tc.Restored.Operators[i]
+			rs.own = findOperator(tc.Restored, m.uid())
+		}
+		if len(tc.Rescaled) > 0 {
+			rs.from, rs.to = tc.Rescaled[0].Parallelism, tc.Parallelism
+			for _, snap := range tc.Rescaled {
+				if op := findOperator(snap, m.uid()); op != nil {
+					rs.rescaled = append(rs.rescaled, op)
 				}
 			}
 		}
-		if err := m.open(tc, restored); err != nil {
+		if err := m.open(tc, rs); err != nil {
 			return fmt.Errorf("opening operator %s: %w", m.uid(), err)
 		}
 	}
 	return nil
 }
 
+// deferredMember is a member whose state freezes at the barrier and is
+// encoded later on the snapshot worker.
+type deferredMember interface {
+	deferredSnapshot(id checkpoint.ID) (func() (*store.OperatorSnapshot, error), error)
+}
+
 func (c *chain) Snapshot(id checkpoint.ID) ([]store.OperatorSnapshot, error) {
-	ops := make([]store.OperatorSnapshot, 0, len(c.bc.members))
-	for _, m := range c.bc.members {
+	build, err := c.SnapshotDeferred(id)
+	if err != nil {
+		return nil, err
+	}
+	return build()
+}
+
+// SnapshotDeferred implements runtime.DeferredSnapshotter: members freeze
+// their state now, and the returned function encodes it.
+func (c *chain) SnapshotDeferred(id checkpoint.ID) (func() ([]store.OperatorSnapshot, error), error) {
+	builds := make([]func() (*store.OperatorSnapshot, error), len(c.bc.members))
+	for i, m := range c.bc.members {
+		if d, ok := m.(deferredMember); ok {
+			b, err := d.deferredSnapshot(id)
+			if err != nil {
+				return nil, fmt.Errorf("snapshotting operator %s: %w", m.uid(), err)
+			}
+			builds[i] = b
+			continue
+		}
 		s, err := m.snapshot(id)
 		if err != nil {
 			return nil, fmt.Errorf("snapshotting operator %s: %w", m.uid(), err)
@@ -268,9 +296,19 @@ func (c *chain) Snapshot(id checkpoint.ID) ([]store.OperatorSnapshot, error) {
 		if s == nil {
 			s = &store.OperatorSnapshot{UID: m.uid(), Watermark: runtime.MinWatermark}
 		}
-		ops = append(ops, *s)
+		builds[i] = func() (*store.OperatorSnapshot, error) { return s, nil }
 	}
-	return ops, nil
+	return func() ([]store.OperatorSnapshot, error) {
+		ops := make([]store.OperatorSnapshot, 0, len(builds))
+		for i, b := range builds {
+			s, err := b()
+			if err != nil {
+				return nil, fmt.Errorf("snapshotting operator %s: %w", c.bc.members[i].uid(), err)
+			}
+			ops = append(ops, *s)
+		}
+		return ops, nil
+	}, nil
 }
 
 func (c *chain) Flush() error {
@@ -391,3 +429,12 @@ func (c *sourceChain) Produce() (runtime.ProduceStatus, error) {
 }
 
 func (c *sourceChain) EndOfInput() error { return c.endOfInput() }
+
+func findOperator(snap *store.TaskSnapshot, uid string) *store.OperatorSnapshot {
+	for i := range snap.Operators {
+		if snap.Operators[i].UID == uid {
+			return &snap.Operators[i]
+		}
+	}
+	return nil
+}

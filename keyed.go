@@ -43,7 +43,7 @@ type KeyedContext[K comparable, V any] struct {
 	key     K
 	ts      int64
 	wm      int64
-	table   *state.ValueTable[K, V]
+	value   *state.ValueState[K, V]
 	subtask int
 }
 
@@ -58,49 +58,80 @@ func (c *KeyedContext[K, V]) Timestamp() int64 { return c.ts }
 func (c *KeyedContext[K, V]) CurrentWatermark() int64 { return c.wm }
 
 // Value returns the current key's state and whether it is set.
-func (c *KeyedContext[K, V]) Value() (V, bool) { return c.table.Get(c.key) }
+func (c *KeyedContext[K, V]) Value() (V, bool) { return c.value.Get(c.key) }
 
 // SetValue sets the current key's state.
-func (c *KeyedContext[K, V]) SetValue(v V) { c.table.Put(c.key, v) }
+func (c *KeyedContext[K, V]) SetValue(v V) { c.value.Put(c.key, v) }
 
 // Clear removes the current key's state.
-func (c *KeyedContext[K, V]) Clear() { c.table.Delete(c.key) }
+func (c *KeyedContext[K, V]) Clear() { c.value.Delete(c.key) }
 
 // Subtask returns the index of the subtask processing the record.
 func (c *KeyedContext[K, V]) Subtask() int { return c.subtask }
 
-// keyedMember holds one keyed operator's value state.
+// keyedMember holds one keyed operator's state backend and its value
+// state. The backend freezes its tables at the barrier (copy-on-write) and
+// the snapshot worker encodes them.
 type keyedMember[K comparable, V any] struct {
-	name  string
-	table *state.ValueTable[K, V]
-	rng   state.KeyGroupRange
+	name     string
+	keyCodec state.Codec[K]
+	backend  *state.MemoryBackend
+	ctx      *KeyedContext[K, V]
 }
 
 func (m *keyedMember[K, V]) uid() string { return m.name }
 
-func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, restored *store.OperatorSnapshot) error {
-	m.rng = state.RangeForSubtask(tc.Subtask, tc.MaxParallelism, tc.Parallelism)
-	if restored == nil {
-		return nil
+func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error {
+	m.backend = state.NewMemoryBackend()
+	if err := m.backend.Open(state.RangeForSubtask(tc.Subtask, tc.MaxParallelism, tc.Parallelism), tc.MaxParallelism); err != nil {
+		return err
 	}
-	groups := make([]state.KeyGroupData, len(restored.KeyGroups))
-	for i, g := range restored.KeyGroups {
-		groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+	if err := m.backend.Restore(rs.keyGroups()); err != nil {
+		return err
 	}
-	return m.table.Restore(groups, m.rng)
+	value, err := state.NewValue(m.backend, "value", m.keyCodec, state.CodecFor[V]())
+	if err != nil {
+		return err
+	}
+	m.ctx.value = value
+	return nil
 }
 
-func (m *keyedMember[K, V]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) {
-	groups := m.table.Snapshot()
-	s := &store.OperatorSnapshot{UID: m.name, Watermark: runtime.MinWatermark, KeyGroups: make([]store.KeyGroupState, len(groups))}
-	for i, g := range groups {
-		s.KeyGroups[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+func (m *keyedMember[K, V]) snapshot(id checkpoint.ID) (*store.OperatorSnapshot, error) {
+	build, err := m.deferredSnapshot(id)
+	if err != nil {
+		return nil, err
 	}
-	return s, nil
+	return build()
+}
+
+// deferredSnapshot freezes the backend and returns the encoding step.
+func (m *keyedMember[K, V]) deferredSnapshot(checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
+	c, err := m.backend.Capture()
+	if err != nil {
+		return nil, err
+	}
+	return func() (*store.OperatorSnapshot, error) {
+		groups, err := c.Persist()
+		if err != nil {
+			return nil, err
+		}
+		s := &store.OperatorSnapshot{UID: m.name, Watermark: runtime.MinWatermark, KeyGroups: make([]store.KeyGroupState, len(groups))}
+		for i, g := range groups {
+			s.KeyGroups[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+		}
+		return s, nil
+	}, nil
 }
 
 func (m *keyedMember[K, V]) endOfInput() error { return nil }
-func (m *keyedMember[K, V]) close() error      { return nil }
+
+func (m *keyedMember[K, V]) close() error {
+	if m.backend == nil {
+		return nil
+	}
+	return m.backend.Close()
+}
 
 // ProcessFunc is the function of a keyed Process operator: it sees each
 // record with its key's context and emits any number of results.
@@ -116,13 +147,11 @@ func Process[K comparable, T, V, U any](ks KeyedStream[K, T], name string, fn Pr
 	n.port = newPort[U]()
 	n.inPorts = []portOps{up.port}
 	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
-	maxPar := env.opts.MaxParallelism
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
-		m := &keyedMember[K, V]{name: name, table: state.NewValueTable(ks.codec, state.CodecFor[V](), maxPar)}
-		bc.add(m)
+		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
+		bc.add(&keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx})
 		cnt := bc.counters(name)
 		col := &Collector[U]{o: o.(*out[U]), c: cnt}
-		ctx := &KeyedContext[K, V]{table: m.table, wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
 		key := ks.key
 		down := o.(*out[U])
 		in := &out[T]{
@@ -176,12 +205,11 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 	connect(ua, n, 0, partHash, cs.a.selector(maxPar))
 	connect(ub, n, 1, partHash, cs.b.selector(maxPar))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
-		m := &keyedMember[K, V]{name: name, table: state.NewValueTable(cs.a.codec, state.CodecFor[V](), maxPar)}
-		bc.add(m)
+		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
+		bc.add(&keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx})
 		down := o.(*out[U])
 		cnt := bc.counters(name)
 		col := &Collector[U]{o: down, c: cnt}
-		ctx := &KeyedContext[K, V]{table: m.table, wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
 		wm := func(wm int64) error {
 			ctx.wm = wm
 			return down.wm(wm)

@@ -30,9 +30,8 @@ type out[T any] struct {
 // member is one operator of a chain, as the chain drives it.
 type member interface {
 	uid() string
-	// open restores the member's state; restored is nil on a fresh start
-	// or when the checkpoint has nothing for this member.
-	open(tc *runtime.TaskContext, restored *store.OperatorSnapshot) error
+	// open restores the member's state from rs (empty on a fresh start).
+	open(tc *runtime.TaskContext, rs restoreState) error
 	// snapshot returns the member's state, nil if it keeps none.
 	snapshot(id checkpoint.ID) (*store.OperatorSnapshot, error)
 	endOfInput() error
@@ -301,4 +300,51 @@ func (w *exchangeWriter[T]) watermark(wm int64) error {
 		return err
 	}
 	return w.outs.EdgeWatermark(w.edge, wm)
+}
+
+// restoreState is what a checkpoint holds for one operator of one subtask.
+type restoreState struct {
+	// own is the operator's snapshot in this subtask, when the
+	// parallelism did not change.
+	own *store.OperatorSnapshot
+	// rescaled are the operator's snapshots in every old subtask, when
+	// the parallelism changed.
+	rescaled []*store.OperatorSnapshot
+	from, to int // old and new parallelism when rescaled
+}
+
+func (rs restoreState) empty() bool { return rs.own == nil && rs.rescaled == nil }
+
+// keyGroups returns every key group the checkpoint holds for the operator
+// (from all old subtasks when rescaled); the backend keeps its range.
+func (rs restoreState) keyGroups() [][]state.KeyGroupData {
+	var snaps []*store.OperatorSnapshot
+	if rs.own != nil {
+		snaps = []*store.OperatorSnapshot{rs.own}
+	}
+	snaps = append(snaps, rs.rescaled...)
+	out := make([][]state.KeyGroupData, 0, len(snaps))
+	for _, s := range snaps {
+		groups := make([]state.KeyGroupData, len(s.KeyGroups))
+		for i, g := range s.KeyGroups {
+			groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+		}
+		out = append(out, groups)
+	}
+	return out
+}
+
+// watermark returns the restored watermark: the lowest over old subtasks.
+func (rs restoreState) watermark() int64 {
+	if rs.own != nil {
+		return rs.own.Watermark
+	}
+	wm := int64(runtime.MaxWatermark)
+	for _, s := range rs.rescaled {
+		wm = min(wm, s.Watermark)
+	}
+	if wm == runtime.MaxWatermark {
+		return runtime.MinWatermark
+	}
+	return wm
 }

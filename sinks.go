@@ -84,7 +84,7 @@ type sinkMember[T any] struct {
 
 func (m *sinkMember[T]) uid() string { return m.name }
 
-func (m *sinkMember[T]) open(tc *runtime.TaskContext, _ *store.OperatorSnapshot) error {
+func (m *sinkMember[T]) open(tc *runtime.TaskContext, _ restoreState) error {
 	w, err := m.sink.Open(SinkContext{Subtask: tc.Subtask, Parallelism: tc.Parallelism})
 	if err != nil {
 		return err
@@ -181,11 +181,14 @@ type watermarkMember struct {
 
 func (m *watermarkMember) uid() string { return m.name }
 
-func (m *watermarkMember) open(_ *runtime.TaskContext, restored *store.OperatorSnapshot) error {
-	if restored != nil && restored.Watermark > m.emitted {
+func (m *watermarkMember) open(_ *runtime.TaskContext, rs restoreState) error {
+	if rs.empty() {
+		return nil
+	}
+	if wm := rs.watermark(); wm > m.emitted && wm != runtime.MaxWatermark {
 		// Never emit a watermark below one emitted before the restore.
-		m.emitted = restored.Watermark
-		m.maxTs = restored.Watermark + m.bound + 1
+		m.emitted = wm
+		m.maxTs = wm + m.bound + 1
 	}
 	return nil
 }

@@ -40,10 +40,13 @@ type sourceImpl[T any] interface {
 
 func (m *sourceMember[T]) uid() string { return m.name }
 
-func (m *sourceMember[T]) open(tc *runtime.TaskContext, restored *store.OperatorSnapshot) error {
+func (m *sourceMember[T]) open(tc *runtime.TaskContext, rs restoreState) error {
+	if rs.rescaled != nil {
+		return fmt.Errorf("source %q cannot change its parallelism from %d to %d on restore: its read positions belong to its subtasks", m.name, rs.from, rs.to)
+	}
 	var off []byte
-	if restored != nil {
-		off = restored.Offset
+	if rs.own != nil {
+		off = rs.own.Offset
 	}
 	return m.impl.open(tc.Subtask, tc.Parallelism, off)
 }

@@ -64,9 +64,7 @@ const NoTimestamp int64 = runtime.MinWatermark
 type stateless struct{ name string }
 
 func (s stateless) uid() string { return s.name }
-func (s stateless) open(*runtime.TaskContext, *store.OperatorSnapshot) error {
-	return nil
-}
+func (s stateless) open(*runtime.TaskContext, restoreState) error { return nil }
 func (s stateless) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) { return nil, nil }
 func (s stateless) endOfInput() error                                       { return nil }
 func (s stateless) close() error                                            { return nil }
