@@ -63,8 +63,8 @@ const NoTimestamp int64 = runtime.MinWatermark
 // stateless is the member of an operator without state.
 type stateless struct{ name string }
 
-func (s stateless) uid() string { return s.name }
-func (s stateless) open(*runtime.TaskContext, restoreState) error { return nil }
+func (s stateless) uid() string                                             { return s.name }
+func (s stateless) open(*runtime.TaskContext, restoreState) error           { return nil }
 func (s stateless) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) { return nil, nil }
 func (s stateless) endOfInput() error                                       { return nil }
 func (s stateless) close() error                                            { return nil }

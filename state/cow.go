@@ -58,6 +58,9 @@ type cowTable[K comparable, V any] struct {
 	clone func(V) V
 	ttl   int64 // milliseconds; 0: no TTL
 	now   func() int64
+	// lastKey's shard is lastShard (nil until the first lookup).
+	lastKey   K
+	lastShard *cowShard[K, V]
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -98,11 +101,16 @@ func (t *cowTable[K, V]) Name() string { return t.name }
 // shard returns the shard of k, refusing keys outside the subtask's range
 // (a keyed operator fed with records partitioned by another key).
 func (t *cowTable[K, V]) shard(k K) *cowShard[K, V] {
+	// Operators read and then write the same key: remember the last one.
+	if t.lastShard != nil && t.lastKey == k {
+		return t.lastShard
+	}
 	kg := KeyGroupFor(t.hash(k), t.maxPar)
 	if !t.rng.Contains(kg) {
 		panic(fmt.Sprintf("state %q: key %v is in key group %d, outside this subtask's range %v (was the stream keyed by the same key?)", t.name, k, kg, t.rng))
 	}
-	return &t.shards[kg-t.rng.Start]
+	t.lastKey, t.lastShard = k, &t.shards[kg-t.rng.Start]
+	return t.lastShard
 }
 
 func (t *cowTable[K, V]) expired(e cowEntry[V]) bool {
