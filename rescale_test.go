@@ -1,0 +1,191 @@
+package clink_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/state"
+)
+
+const (
+	rescaleRecords = 60_000
+	rescaleKeys    = 500
+)
+
+// rescaleJob is a generator at parallelism 1 keyed into a counter at
+// parallelism p; the sink keeps the highest count seen per key.
+func rescaleJob(t *testing.T, opts clink.Options, p int, rate float64, final map[string]int64, mu *sync.Mutex) *clink.Environment {
+	t.Helper()
+	env, err := clink.NewEnvironment(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: rescaleRecords, RatePerSecond: rate},
+		func(i int64) int64 { return i }).SetParallelism(1)
+	counts := clink.Process(clink.KeyBy(src, func(i int64) string { return fmt.Sprintf("k%03d", i%rescaleKeys) }), "count",
+		func(ctx *clink.KeyedContext[string, int64], _ int64, out *clink.Collector[string]) error {
+			n, _ := ctx.Value()
+			n++
+			ctx.SetValue(n)
+			out.Collect(fmt.Sprintf("%s=%d", ctx.Key(), n))
+			return nil
+		}).SetParallelism(p)
+	clink.SinkTo(counts, "sink", clink.SinkFunc(func(s string) error {
+		k, v, _ := strings.Cut(s, "=")
+		var n int64
+		fmt.Sscan(v, &n)
+		mu.Lock()
+		final[k] = max(final[k], n)
+		mu.Unlock()
+		return nil
+	}))
+	return env
+}
+
+// TestRescaleOnRestore takes a checkpoint of the counter at one
+// parallelism, stops the job in the middle, restores the checkpoint at
+// another parallelism and runs to the end: every key's final count, in the
+// output and in the terminal checkpoint's state, must equal an
+// uninterrupted run's.
+func TestRescaleOnRestore(t *testing.T) {
+	want := int64(rescaleRecords / rescaleKeys)
+	for _, c := range []struct{ from, to int }{{4, 1}, {4, 2}, {4, 3}, {1, 4}, {2, 3}} {
+		t.Run(fmt.Sprintf("%d->%d", c.from, c.to), func(t *testing.T) {
+			dir := t.TempDir()
+			var mu sync.Mutex
+			first := map[string]int64{}
+			ctx, cancel := context.WithCancel(context.Background())
+			env := rescaleJob(t, clink.Options{
+				CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond, Retain: 100, MaxParallelism: 64,
+			}, c.from, 100_000, first, &mu)
+			done := make(chan error, 1)
+			go func() { done <- env.Execute(ctx) }()
+			// Stop once a few checkpoints completed, well before the end.
+			st, err := store.Open(dir, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				ids, err := st.Completed()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(ids) >= 3 {
+					break
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("job ended before three checkpoints completed: %v", err)
+				case <-time.After(5 * time.Millisecond):
+				}
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			latest, err := st.Resolve("latest")
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			final := map[string]int64{}
+			env2 := rescaleJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64}, c.to, 0, final, &mu)
+			if err := env2.Execute(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// Keys whose last record came before the restored checkpoint
+			// print nothing after it; their last output is in the first run.
+			for k, v := range first {
+				if _, ok := final[k]; !ok {
+					final[k] = v
+				}
+			}
+			if len(final) != rescaleKeys {
+				t.Errorf("output holds %d keys, want %d", len(final), rescaleKeys)
+			}
+			bad := 0
+			for k, v := range final {
+				if v != want && bad < 5 {
+					t.Errorf("key %s ends at %d, want %d", k, v, want)
+					bad++
+				}
+			}
+			// The terminal checkpoint, taken at the new parallelism, holds
+			// every key exactly once with its final count.
+			term, err := st.Resolve("latest")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if term <= latest {
+				t.Fatalf("no checkpoint after the restored one %d", latest)
+			}
+			var groups []state.KeyGroupData
+			seen := map[int]bool{}
+			for sub := 0; sub < c.to; sub++ {
+				snap, err := st.ReadTaskSnapshot(term, fmt.Sprintf("count-%d", sub))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if snap.Parallelism != c.to {
+					t.Errorf("terminal snapshot of count-%d says parallelism %d, want %d", sub, snap.Parallelism, c.to)
+				}
+				for _, g := range snap.Operators[0].KeyGroups {
+					if seen[g.KeyGroup] {
+						t.Errorf("key group %d is held by two subtasks", g.KeyGroup)
+					}
+					seen[g.KeyGroup] = true
+					if r := state.RangeForSubtask(sub, 64, c.to); !r.Contains(g.KeyGroup) {
+						t.Errorf("count-%d holds key group %d outside its range %v", sub, g.KeyGroup, r)
+					}
+					groups = append(groups, state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data})
+				}
+			}
+			values, err := state.ReadValues[string, int64](groups, "value", 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(values) != rescaleKeys {
+				t.Errorf("terminal state holds %d keys, want %d", len(values), rescaleKeys)
+			}
+			for k, v := range values {
+				if v != want {
+					t.Errorf("terminal state of %s = %d, want %d", k, v, want)
+					break
+				}
+			}
+		})
+	}
+}
+
+func TestRestoreRefusesAnotherMaxParallelism(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	env := rescaleJob(t, clink.Options{CheckpointDir: dir, MaxParallelism: 64}, 2, 0, map[string]int64{}, &mu)
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env2 := rescaleJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 128}, 2, 0, map[string]int64{}, &mu)
+	err := env2.Execute(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "max parallelism 64") || !strings.Contains(err.Error(), "cannot change") {
+		t.Fatalf("Execute = %v, want a refusal naming the max parallelism", err)
+	}
+}
+
+func TestRestoreRefusesRescalingASource(t *testing.T) {
+	dir := t.TempDir()
+	env, _ := wordCountJob(t, clink.Options{Parallelism: 2, CheckpointDir: dir}, []string{"a", "b", "c"})
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	env2, _ := wordCountJob(t, clink.Options{Parallelism: 3, CheckpointDir: dir, Restore: "latest"}, []string{"a", "b", "c"})
+	err := env2.Execute(context.Background())
+	if err == nil || !strings.Contains(err.Error(), `source "words" cannot change its parallelism from 2 to 3`) {
+		t.Fatalf("Execute = %v, want the source's refusal", err)
+	}
+}
