@@ -2,6 +2,7 @@ package clink
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -44,8 +45,43 @@ type KeyedContext[K comparable, V any] struct {
 	ts      int64
 	wm      int64
 	value   *state.ValueState[K, V]
+	timers  *state.Timers[K]
 	subtask int
 }
+
+// TimeDomain says which clock a timer follows: EventTime or ProcessingTime.
+type TimeDomain = state.TimeDomain
+
+const (
+	// EventTime timers fire when the operator's watermark reaches them.
+	EventTime = state.EventTime
+	// ProcessingTime timers fire when the wall clock reaches them.
+	ProcessingTime = state.ProcessingTime
+)
+
+// RegisterEventTimeTimer sets a timer of the current key that fires when
+// the watermark reaches ts (milliseconds). Timers are checkpointed.
+func (c *KeyedContext[K, V]) RegisterEventTimeTimer(ts int64) {
+	c.timers.Register(EventTime, c.key, ts)
+}
+
+// RegisterProcessingTimeTimer sets a timer of the current key that fires
+// when the wall clock reaches ts (Unix milliseconds).
+func (c *KeyedContext[K, V]) RegisterProcessingTimeTimer(ts int64) {
+	c.timers.Register(ProcessingTime, c.key, ts)
+}
+
+// DeleteEventTimeTimer removes the current key's event-time timer at ts.
+func (c *KeyedContext[K, V]) DeleteEventTimeTimer(ts int64) { c.timers.Delete(EventTime, c.key, ts) }
+
+// DeleteProcessingTimeTimer removes the current key's processing-time
+// timer at ts.
+func (c *KeyedContext[K, V]) DeleteProcessingTimeTimer(ts int64) {
+	c.timers.Delete(ProcessingTime, c.key, ts)
+}
+
+// CurrentProcessingTime returns the wall clock in Unix milliseconds.
+func (c *KeyedContext[K, V]) CurrentProcessingTime() int64 { return time.Now().UnixMilli() }
 
 // Key returns the key of the current record.
 func (c *KeyedContext[K, V]) Key() K { return c.key }
@@ -77,6 +113,9 @@ type keyedMember[K comparable, V any] struct {
 	keyCodec state.Codec[K]
 	backend  *state.MemoryBackend
 	ctx      *KeyedContext[K, V]
+	// onTimer runs a fired timer of ctx.key at ctx.ts; nil: timers fire
+	// silently.
+	onTimer func(domain TimeDomain) error
 }
 
 func (m *keyedMember[K, V]) uid() string { return m.name }
@@ -93,8 +132,45 @@ func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error
 	if err != nil {
 		return err
 	}
-	m.ctx.value = value
+	timers, err := state.NewTimers(m.backend, m.keyCodec)
+	if err != nil {
+		return err
+	}
+	m.ctx.value, m.ctx.timers = value, timers
 	return nil
+}
+
+// fire runs the timers of domain d due at upTo.
+func (m *keyedMember[K, V]) fire(d TimeDomain, upTo int64) error {
+	return m.ctx.timers.Fire(d, upTo, func(k K, ts int64) error {
+		m.ctx.key, m.ctx.ts = k, ts
+		if m.onTimer == nil {
+			return nil
+		}
+		return m.onTimer(d)
+	})
+}
+
+// watermark fires the event-time timers the watermark passed.
+func (m *keyedMember[K, V]) watermark(wm int64) error {
+	m.ctx.wm = wm
+	return m.fire(EventTime, wm)
+}
+
+// deadline implements timedMember: the earliest processing-time timer.
+func (m *keyedMember[K, V]) deadline() (time.Time, bool) {
+	if m.ctx.timers == nil {
+		return time.Time{}, false
+	}
+	ts, ok := m.ctx.timers.Next(ProcessingTime)
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.UnixMilli(ts), true
+}
+
+func (m *keyedMember[K, V]) onDeadline(now time.Time) error {
+	return m.fire(ProcessingTime, now.UnixMilli())
 }
 
 func (m *keyedMember[K, V]) snapshot(id checkpoint.ID) (*store.OperatorSnapshot, error) {
@@ -140,20 +216,51 @@ type ProcessFunc[K comparable, T, V, U any] func(ctx *KeyedContext[K, V], in T, 
 // Process applies fn to every record of a keyed stream, with a value state
 // of type V per key that is checkpointed and restored.
 func Process[K comparable, T, V, U any](ks KeyedStream[K, T], name string, fn ProcessFunc[K, T, V, U]) Stream[U] {
+	return KeyedProcess(ks, name, KeyedProcessFunction[K, T, V, U]{ProcessElement: fn})
+}
+
+// KeyedProcessFunction is the logic of a keyed operator with timers, as
+// Flink's KeyedProcessFunction.
+type KeyedProcessFunction[K comparable, T, V, U any] struct {
+	// ProcessElement handles one record.
+	ProcessElement ProcessFunc[K, T, V, U]
+	// OnTimer handles a timer of ctx.Key() that fired at ts; ctx's value
+	// state is the key's. Results carry the timer's timestamp.
+	OnTimer func(ctx *KeyedContext[K, V], ts int64, domain TimeDomain, out *Collector[U]) error
+}
+
+// KeyedProcess applies f to every record of a keyed stream, with a value
+// state of type V and timers per key, both checkpointed and restored.
+// Event-time timers fire when the operator's watermark passes them, before
+// the watermark goes downstream.
+func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, f KeyedProcessFunction[K, T, V, U]) Stream[U] {
 	up := ks.stream.node
 	env := up.env
 	checkStateTypes[K, V](env, name)
+	if f.ProcessElement == nil {
+		env.fail(fmt.Errorf("keyed process %q: ProcessElement is nil", name))
+	}
 	n := env.newNode(name, env.opts.Parallelism)
 	n.port = newPort[U]()
 	n.inPorts = []portOps{up.port}
 	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		bc.add(&keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx})
+		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx}
+		bc.add(m)
 		cnt := bc.counters(name)
-		col := &Collector[U]{o: o.(*out[U]), c: cnt}
-		key := ks.key
 		down := o.(*out[U])
+		col := &Collector[U]{o: down, c: cnt}
+		if f.OnTimer != nil {
+			m.onTimer = func(d TimeDomain) error {
+				col.ts = ctx.ts
+				if err := f.OnTimer(ctx, ctx.ts, d, col); err != nil {
+					return err
+				}
+				return col.err
+			}
+		}
+		key, fn := ks.key, f.ProcessElement
 		in := &out[T]{
 			rec: func(v T, ts int64) error {
 				cnt.in++
@@ -165,7 +272,9 @@ func Process[K comparable, T, V, U any](ks KeyedStream[K, T], name string, fn Pr
 				return col.err
 			},
 			wm: func(wm int64) error {
-				ctx.wm = wm
+				if err := m.watermark(wm); err != nil {
+					return err
+				}
 				return down.wm(wm)
 			},
 		}
@@ -206,12 +315,15 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 	connect(ub, n, 1, partHash, cs.b.selector(maxPar))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		bc.add(&keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx})
+		m := &keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx}
+		bc.add(m)
 		down := o.(*out[U])
 		cnt := bc.counters(name)
 		col := &Collector[U]{o: down, c: cnt}
 		wm := func(wm int64) error {
-			ctx.wm = wm
+			if err := m.watermark(wm); err != nil {
+				return err
+			}
 			return down.wm(wm)
 		}
 		keyA, keyB := cs.a.key, cs.b.key

@@ -1,0 +1,160 @@
+package clink_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/checkpoint/store"
+)
+
+type fired struct {
+	Key     int64
+	Ts      int64
+	Wm      int64
+	Records int64
+}
+
+// timerJob keys records i (event time i) into 50 keys (blocks of n/50
+// consecutive records, or round robin); each record adds to
+// its key's count and sets an event-time timer at far + key, which only the
+// final watermark reaches, and one at i + 5.
+func timerJob(t *testing.T, opts clink.Options, p int, n int64, rate float64, far int64, blocks bool, out *[]fired, mu *sync.Mutex) *clink.Environment {
+	t.Helper()
+	env, err := clink.NewEnvironment(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := clink.AssignTimestamps(
+		clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: n, RatePerSecond: rate}, func(i int64) int64 { return i }).SetParallelism(1),
+		"ts", func(i int64) int64 { return i }, 0).SetParallelism(1)
+	key := func(i int64) int64 { return i % 50 }
+	if blocks {
+		key = func(i int64) int64 { return i * 50 / n }
+	}
+	res := clink.KeyedProcess(clink.KeyBy(src, key), "timers",
+		clink.KeyedProcessFunction[int64, int64, int64, fired]{
+			ProcessElement: func(ctx *clink.KeyedContext[int64, int64], i int64, _ *clink.Collector[fired]) error {
+				c, _ := ctx.Value()
+				ctx.SetValue(c + 1)
+				ctx.RegisterEventTimeTimer(far + ctx.Key())
+				ctx.RegisterEventTimeTimer(i + 5)
+				return nil
+			},
+			OnTimer: func(ctx *clink.KeyedContext[int64, int64], ts int64, d clink.TimeDomain, out *clink.Collector[fired]) error {
+				if d != clink.EventTime {
+					return fmt.Errorf("timer of domain %v", d)
+				}
+				c, _ := ctx.Value()
+				out.Collect(fired{Key: ctx.Key(), Ts: ts, Wm: ctx.CurrentWatermark(), Records: c})
+				return nil
+			},
+		}).SetParallelism(p)
+	clink.SinkTo(res, "sink", clink.SinkFunc(func(f fired) error {
+		mu.Lock()
+		*out = append(*out, f)
+		mu.Unlock()
+		return nil
+	}))
+	return env
+}
+
+func TestEventTimeTimers(t *testing.T) {
+	const n, far = 5000, int64(1 << 40)
+	var out []fired
+	var mu sync.Mutex
+	env := timerJob(t, clink.Options{Parallelism: 2, WatermarkInterval: -1}, 2, n, 0, far, false, &out, &mu)
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[2]int64]bool{}
+	farFired := 0
+	for _, f := range out {
+		if f.Wm < f.Ts {
+			t.Errorf("timer %d of key %d fired at watermark %d", f.Ts, f.Key, f.Wm)
+		}
+		k := [2]int64{f.Key, f.Ts}
+		if seen[k] {
+			t.Errorf("timer %d of key %d fired twice", f.Ts, f.Key)
+		}
+		seen[k] = true
+		if f.Ts >= far {
+			farFired++
+			if f.Records != n/50 {
+				t.Errorf("final timer of key %d sees %d records, want %d", f.Key, f.Records, n/50)
+			}
+		}
+	}
+	if farFired != 50 {
+		t.Errorf("%d final timers fired, want one per key (50)", farFired)
+	}
+	if len(out) != n+50 {
+		t.Errorf("%d timers fired, want %d", len(out), n+50)
+	}
+}
+
+// TestTimersSurviveRestoreAndRescale stops a job in the middle, restores its
+// checkpoint at another parallelism, and checks that the timers set before
+// the checkpoint fire in the restored run.
+func TestTimersSurviveRestoreAndRescale(t *testing.T) {
+	const n, far = 20000, int64(1 << 40)
+	dir := t.TempDir()
+	var first []fired
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(context.Background())
+	env := timerJob(t, clink.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, WatermarkInterval: -1}, 3, n, 50_000, far, true, &first, &mu)
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx) }()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if ids, _ := st.Completed(); len(ids) >= 3 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("job ended early: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var second []fired
+	// Keys are blocks of consecutive records: the first keys received all
+	// their records before the checkpoint, so only restored timers can fire
+	// for them.
+	restored, _ := st.Resolve("latest")
+	env2 := timerJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", WatermarkInterval: -1}, 2, n, 0, far, true, &second, &mu)
+	if err := env2.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	farFired := map[int64]int64{}
+	for _, f := range second {
+		if f.Ts >= far {
+			farFired[f.Key] = f.Records
+		}
+	}
+	if len(farFired) != 50 {
+		t.Fatalf("%d keys' final timers fired after the restore, want 50", len(farFired))
+	}
+	for k, c := range farFired {
+		if c != n/50 {
+			t.Errorf("key %d: final timer sees %d records, want %d", k, c, n/50)
+		}
+	}
+	snap, err := st.ReadTaskSnapshot(restored, "gen-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next, _ := binary.Varint(snap.Operators[0].Offset); next < n/50 {
+		t.Fatalf("restored checkpoint %d is at record %d: no key had all its records before it", restored, next)
+	}
+}
