@@ -1,0 +1,345 @@
+package clink
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/clinkstream/clink/state"
+)
+
+// Window is the event-time interval [Start, End) in milliseconds.
+type Window struct {
+	Start, End int64
+}
+
+// MaxTimestamp is the last millisecond of the window; its results carry it
+// as their timestamp, and they are emitted when the watermark reaches it.
+func (w Window) MaxTimestamp() int64 { return w.End - 1 }
+
+// String formats the window as [start,end).
+func (w Window) String() string { return fmt.Sprintf("[%d,%d)", w.Start, w.End) }
+
+// WindowAssigner gives a record the windows it belongs to, from its event
+// time.
+type WindowAssigner interface {
+	// Assign returns the windows of a record at ts.
+	Assign(ts int64) []Window
+	// Merging reports whether overlapping windows merge (sessions).
+	Merging() bool
+}
+
+type tumbling struct{ size int64 }
+
+// TumblingWindows assigns each record to the one window of the given size
+// that holds it; windows are aligned to the epoch.
+func TumblingWindows(size time.Duration) WindowAssigner { return tumbling{size: size.Milliseconds()} }
+
+func (a tumbling) Assign(ts int64) []Window {
+	start := floorMod(ts, a.size)
+	return []Window{{Start: start, End: start + a.size}}
+}
+func (a tumbling) Merging() bool { return false }
+
+type sliding struct{ size, slide int64 }
+
+// SlidingWindows assigns each record to every window of the given size,
+// starting every slide, that holds it (Flink's HOP).
+func SlidingWindows(size, slide time.Duration) WindowAssigner {
+	return sliding{size: size.Milliseconds(), slide: slide.Milliseconds()}
+}
+
+func (a sliding) Assign(ts int64) []Window {
+	var ws []Window
+	for start := floorMod(ts, a.slide); start > ts-a.size; start -= a.slide {
+		ws = append(ws, Window{Start: start, End: start + a.size})
+	}
+	return ws
+}
+func (a sliding) Merging() bool { return false }
+
+type session struct{ gap int64 }
+
+// SessionWindows assigns each record the window [ts, ts+gap) and merges
+// the windows of a key that overlap: a session ends after gap without
+// records.
+func SessionWindows(gap time.Duration) WindowAssigner { return session{gap: gap.Milliseconds()} }
+
+func (a session) Assign(ts int64) []Window { return []Window{{Start: ts, End: ts + a.gap}} }
+func (a session) Merging() bool            { return true }
+
+type cumulate struct{ step, size int64 }
+
+// CumulateWindows assigns each record to the windows that start at the
+// beginning of its size-long period and end at each later multiple of step
+// (Flink's CUMULATE): [s, s+step), [s, s+2·step), ..., [s, s+size).
+func CumulateWindows(step, size time.Duration) WindowAssigner {
+	return cumulate{step: step.Milliseconds(), size: size.Milliseconds()}
+}
+
+func (a cumulate) Assign(ts int64) []Window {
+	start := floorMod(ts, a.size)
+	var ws []Window
+	for end := start + (floorMod(ts-start, a.step) + a.step); end <= start+a.size; end += a.step {
+		ws = append(ws, Window{Start: start, End: end})
+	}
+	return ws
+}
+func (a cumulate) Merging() bool { return false }
+
+// floorMod rounds ts down to a multiple of size (also for negative ts).
+func floorMod(ts, size int64) int64 {
+	r := ts % size
+	if r < 0 {
+		r += size
+	}
+	return ts - r
+}
+
+func checkAssigner(a WindowAssigner) error {
+	switch a := a.(type) {
+	case tumbling:
+		if a.size <= 0 {
+			return fmt.Errorf("tumbling window size must be at least 1ms, got %dms", a.size)
+		}
+	case sliding:
+		if a.size <= 0 || a.slide <= 0 {
+			return fmt.Errorf("sliding window size and slide must be at least 1ms, got %dms and %dms", a.size, a.slide)
+		}
+	case session:
+		if a.gap <= 0 {
+			return fmt.Errorf("session gap must be at least 1ms, got %dms", a.gap)
+		}
+	case cumulate:
+		if a.step <= 0 || a.size <= 0 || a.size%a.step != 0 {
+			return fmt.Errorf("cumulate window size (%dms) must be a positive multiple of its step (%dms)", a.size, a.step)
+		}
+	case nil:
+		return errors.New("no window assigner")
+	}
+	return nil
+}
+
+// AggregateFunction folds records into an accumulator and derives a
+// result, as Flink's AggregateFunction. Accumulators must be values: Add
+// returns the new accumulator and must not modify one it was given in a
+// way that changes the old value (a checkpoint may hold it).
+type AggregateFunction[IN, ACC, OUT any] = state.AggregateFunction[IN, ACC, OUT]
+
+// MergingAggregateFunction can also merge two accumulators; session
+// windows need it.
+type MergingAggregateFunction[IN, ACC, OUT any] interface {
+	AggregateFunction[IN, ACC, OUT]
+	Merge(a, b ACC) ACC
+}
+
+// WindowOptions configures a window operator.
+type WindowOptions struct {
+	// AllowedLateness keeps a window's state after the watermark passed
+	// its end: a late record within it updates the window and emits its
+	// result again. Records later than that go to the late output.
+	AllowedLateness time.Duration
+}
+
+// WindowResult is the result of one window of one key.
+type WindowResult[K comparable, OUT any] struct {
+	Key    K
+	Window Window
+	Value  OUT
+}
+
+// windowOutput carries either a window result or a record too late for
+// every window it belongs to.
+type windowOutput[K comparable, T, OUT any] struct {
+	Result WindowResult[K, OUT]
+	Late   bool
+	Record T
+}
+
+// WindowedStream is the output of a window operator: its results, and the
+// records that arrived too late.
+type WindowedStream[K comparable, T, OUT any] struct {
+	all     Stream[windowOutput[K, T, OUT]]
+	name    string
+	results *Stream[WindowResult[K, OUT]]
+	late    *Stream[T]
+}
+
+// Results returns the stream of window results.
+func (w *WindowedStream[K, T, OUT]) Results() Stream[WindowResult[K, OUT]] {
+	if w.results == nil {
+		r := Map(Filter(w.all, w.name+".results_only", func(o windowOutput[K, T, OUT]) bool { return !o.Late }),
+			w.name+".results", func(o windowOutput[K, T, OUT]) WindowResult[K, OUT] { return o.Result })
+		w.results = &r
+	}
+	return *w.results
+}
+
+// Late returns the stream of records that arrived after every window they
+// belong to had passed the watermark plus the allowed lateness (Flink's
+// late-data side output).
+func (w *WindowedStream[K, T, OUT]) Late() Stream[T] {
+	if w.late == nil {
+		l := Map(Filter(w.all, w.name+".late_only", func(o windowOutput[K, T, OUT]) bool { return o.Late }),
+			w.name+".late", func(o windowOutput[K, T, OUT]) T { return o.Record })
+		w.late = &l
+	}
+	return *w.late
+}
+
+// Aggregate folds the records of a keyed stream into event-time windows
+// and emits each window's result when the watermark passes its end. The
+// window state and timers are keyed state: checkpointed, restored, and
+// redistributed by key group on rescale. Records need timestamps
+// (AssignTimestamps upstream).
+func Aggregate[K comparable, T, ACC, OUT any](ks KeyedStream[K, T], name string, assigner WindowAssigner,
+	agg AggregateFunction[T, ACC, OUT], opts WindowOptions) *WindowedStream[K, T, OUT] {
+	env := ks.stream.node.env
+	if err := checkAssigner(assigner); err != nil {
+		env.fail(fmt.Errorf("window operator %q: %w", name, err))
+	}
+	if opts.AllowedLateness < 0 {
+		env.fail(fmt.Errorf("window operator %q: negative allowed lateness %v", name, opts.AllowedLateness))
+	}
+	var merge func(a, b ACC) ACC
+	if assigner != nil && assigner.Merging() {
+		m, ok := agg.(MergingAggregateFunction[T, ACC, OUT])
+		if !ok {
+			env.fail(fmt.Errorf("window operator %q: session windows merge accumulators; the aggregate function needs a Merge method", name))
+		} else {
+			merge = m.Merge
+		}
+	}
+	w := &windowOp[K, T, ACC, OUT]{assigner: assigner, agg: agg, merge: merge, lateness: opts.AllowedLateness.Milliseconds()}
+	all := KeyedProcess(ks, name, KeyedProcessFunction[K, T, map[Window]ACC, windowOutput[K, T, OUT]]{
+		ProcessElement: w.element,
+		OnTimer:        w.timer,
+	})
+	return &WindowedStream[K, T, OUT]{all: all, name: name}
+}
+
+// windowOp keeps, per key, the accumulators of its open windows as one
+// value (a small map, replaced on every change: the state backend may hold
+// the old one in a checkpoint).
+type windowOp[K comparable, T, ACC, OUT any] struct {
+	assigner WindowAssigner
+	agg      AggregateFunction[T, ACC, OUT]
+	merge    func(a, b ACC) ACC
+	lateness int64
+}
+
+type windowCtx[K comparable, ACC any] = KeyedContext[K, map[Window]ACC]
+
+func (w *windowOp[K, T, ACC, OUT]) late(win Window, wm int64) bool {
+	return wm != NoTimestamp && win.MaxTimestamp()+w.lateness <= wm
+}
+
+func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K, ACC], v T, out *Collector[windowOutput[K, T, OUT]]) error {
+	ts := ctx.Timestamp()
+	if ts == NoTimestamp {
+		return errors.New("a record without a timestamp reached an event-time window (assign timestamps upstream)")
+	}
+	wm := ctx.CurrentWatermark()
+	old, _ := ctx.Value()
+	wins := maps.Clone(old)
+	if wins == nil {
+		wins = map[Window]ACC{}
+	}
+	assigned := w.assigner.Assign(ts)
+	if w.merge != nil {
+		assigned = []Window{w.mergeSessions(ctx, wins, assigned[0])}
+	}
+	dropped := true
+	for _, win := range assigned {
+		if w.late(win, wm) {
+			continue
+		}
+		dropped = false
+		acc, ok := wins[win]
+		if !ok {
+			acc = w.agg.CreateAccumulator()
+		}
+		wins[win] = w.agg.Add(acc, v)
+		if w.lateness > 0 {
+			ctx.RegisterEventTimeTimer(win.MaxTimestamp() + w.lateness)
+		}
+		if wm == NoTimestamp || win.MaxTimestamp() > wm {
+			ctx.RegisterEventTimeTimer(win.MaxTimestamp())
+			continue
+		}
+		// Late, but within the allowed lateness: the window already
+		// fired, so emit its updated result now (no timer: it would fire
+		// it once more at the next watermark).
+		out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: ctx.Key(), Window: win, Value: w.agg.Result(wins[win])}}, win.MaxTimestamp())
+	}
+	if dropped {
+		out.Collect(windowOutput[K, T, OUT]{Late: true, Record: v})
+		return nil
+	}
+	ctx.SetValue(wins)
+	return nil
+}
+
+// mergeSessions merges the new session window with every window of the
+// key it intersects (touching counts, as in Flink); the merged windows'
+// accumulators are merged into the result and their timers deleted.
+func (w *windowOp[K, T, ACC, OUT]) mergeSessions(ctx *windowCtx[K, ACC], wins map[Window]ACC, nw Window) Window {
+	var acc ACC
+	found := false
+	for win, a := range wins {
+		if win.Start > nw.End || nw.Start > win.End {
+			continue
+		}
+		nw = Window{Start: min(win.Start, nw.Start), End: max(win.End, nw.End)}
+		if found {
+			acc = w.merge(acc, a)
+		} else {
+			acc, found = a, true
+		}
+		delete(wins, win)
+		ctx.DeleteEventTimeTimer(win.MaxTimestamp())
+		if w.lateness > 0 {
+			ctx.DeleteEventTimeTimer(win.MaxTimestamp() + w.lateness)
+		}
+	}
+	// Growing nw may reach windows it did not intersect before.
+	if found {
+		for win := range wins {
+			if !(win.Start > nw.End || nw.Start > win.End) {
+				wins[nw] = acc
+				return w.mergeSessions(ctx, wins, nw)
+			}
+		}
+		wins[nw] = acc
+	}
+	return nw
+}
+
+func (w *windowOp[K, T, ACC, OUT]) timer(ctx *windowCtx[K, ACC], ts int64, d TimeDomain, out *Collector[windowOutput[K, T, OUT]]) error {
+	if d != EventTime {
+		return nil
+	}
+	wins, _ := ctx.Value()
+	changed := false
+	for win, acc := range wins {
+		if win.MaxTimestamp() == ts {
+			out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: ctx.Key(), Window: win, Value: w.agg.Result(acc)}}, win.MaxTimestamp())
+		}
+		if win.MaxTimestamp()+w.lateness <= ts {
+			if !changed {
+				wins = maps.Clone(wins)
+				changed = true
+			}
+			delete(wins, win)
+		}
+	}
+	if changed {
+		if len(wins) == 0 {
+			ctx.Clear()
+		} else {
+			ctx.SetValue(wins)
+		}
+	}
+	return nil
+}
