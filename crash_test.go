@@ -50,6 +50,8 @@ func (a *appendWriter) Write(v string) error {
 	return err
 }
 
+func (a *appendWriter) Flush() error { return a.w.Flush() }
+
 func (a *appendWriter) Close() error {
 	if err := a.w.Flush(); err != nil {
 		a.f.Close()

@@ -32,6 +32,15 @@ type SinkWriter[T any] interface {
 	Close() error
 }
 
+// FlushingWriter is a SinkWriter that buffers: Flush is called at every
+// checkpoint barrier, before the checkpoint is taken, so that nothing the
+// checkpoint counts as written is still in a buffer when the process dies
+// (at-least-once output; exactly-once needs a committing sink).
+type FlushingWriter[T any] interface {
+	SinkWriter[T]
+	Flush() error
+}
+
 type sinkFunc[T any] func(T) error
 
 func (f sinkFunc[T]) Open(SinkContext) (SinkWriter[T], error) { return f, nil }
@@ -93,7 +102,14 @@ func (m *sinkMember[T]) open(tc *runtime.TaskContext, _ restoreState) error {
 	return nil
 }
 
-func (m *sinkMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) { return nil, nil }
+func (m *sinkMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) {
+	if f, ok := m.w.(FlushingWriter[T]); ok {
+		if err := f.Flush(); err != nil {
+			return nil, fmt.Errorf("flushing sink %s at the checkpoint: %w", m.name, err)
+		}
+	}
+	return nil, nil
+}
 func (m *sinkMember[T]) endOfInput() error                                       { return nil }
 
 func (m *sinkMember[T]) close() error {
