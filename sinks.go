@@ -110,7 +110,7 @@ func (m *sinkMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error)
 	}
 	return nil, nil
 }
-func (m *sinkMember[T]) endOfInput() error                                       { return nil }
+func (m *sinkMember[T]) endOfInput() error { return nil }
 
 func (m *sinkMember[T]) close() error {
 	if m.w == nil {
