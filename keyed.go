@@ -183,21 +183,7 @@ func (m *keyedMember[K, V]) snapshot(id checkpoint.ID) (*store.OperatorSnapshot,
 
 // deferredSnapshot freezes the backend and returns the encoding step.
 func (m *keyedMember[K, V]) deferredSnapshot(checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
-	c, err := m.backend.Capture()
-	if err != nil {
-		return nil, err
-	}
-	return func() (*store.OperatorSnapshot, error) {
-		groups, err := c.Persist()
-		if err != nil {
-			return nil, err
-		}
-		s := &store.OperatorSnapshot{UID: m.name, Watermark: runtime.MinWatermark, KeyGroups: make([]store.KeyGroupState, len(groups))}
-		for i, g := range groups {
-			s.KeyGroups[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
-		}
-		return s, nil
-	}, nil
+	return backendSnapshot(m.name, m.backend, runtime.MinWatermark)
 }
 
 func (m *keyedMember[K, V]) endOfInput() error { return nil }

@@ -1,0 +1,103 @@
+package clink_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/checkpoint/store"
+)
+
+type sideEvent struct {
+	ID  int
+	Key int
+	Ts  int64
+}
+
+func sideEvents(n, keys int, seed uint64) []sideEvent {
+	rng := rand.New(rand.NewPCG(seed, 3))
+	var out []sideEvent
+	ts := int64(0)
+	for i := 0; i < n; i++ {
+		ts += rng.Int64N(20)
+		out = append(out, sideEvent{ID: i, Key: rng.IntN(keys), Ts: ts})
+	}
+	return out
+}
+
+func TestIntervalJoinMatchesReference(t *testing.T) {
+	left, right := sideEvents(3000, 13, 1), sideEvents(2500, 13, 2)
+	want := map[[2]int]int{}
+	for _, a := range left {
+		for _, b := range right {
+			if a.Key == b.Key && b.Ts >= a.Ts-50 && b.Ts <= a.Ts+100 {
+				want[[2]int{a.ID, b.ID}]++
+			}
+		}
+	}
+	for _, mode := range []clink.CheckpointMode{clink.Aligned, clink.Unaligned} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			env, err := clink.NewEnvironment(clink.Options{
+				Parallelism: 2, WatermarkInterval: -1, BatchSize: 5, ChannelCapacity: 2,
+				CheckpointDir: dir, CheckpointInterval: time.Millisecond, CheckpointMode: mode, Retain: 1000,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := func(e sideEvent) int64 { return e.Ts }
+			l := clink.AssignTimestamps(clink.FromSlice(env, "left", left).SetParallelism(1), "left_ts", ts, 0).SetParallelism(1)
+			r := clink.AssignTimestamps(clink.FromSlice(env, "right", right).SetParallelism(1), "right_ts", ts, 0).SetParallelism(1)
+			key := func(e sideEvent) int { return e.Key }
+			joined := clink.IntervalJoin(clink.KeyBy(l, key), clink.KeyBy(r, key), "join", -50*time.Millisecond, 100*time.Millisecond,
+				func(a, b sideEvent, out *clink.Collector[[2]int]) error {
+					out.Collect([2]int{a.ID, b.ID})
+					return nil
+				})
+			var mu sync.Mutex
+			got := map[[2]int]int{}
+			clink.SinkTo(joined, "sink", clink.SinkFunc(func(p [2]int) error {
+				mu.Lock()
+				got[p]++
+				mu.Unlock()
+				return nil
+			}))
+			if err := env.Execute(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d pairs joined, want %d", len(got), len(want))
+			}
+			bad := 0
+			for p, n := range want {
+				if got[p] != n && bad < 5 {
+					t.Errorf("pair %v joined %d times, want %d", p, got[p], n)
+					bad++
+				}
+			}
+			// The buffers are cleaned up: the terminal checkpoint (after
+			// the final watermark) holds no buffered records.
+			st, err := store.Open(dir, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := st.Resolve("latest")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for sub := 0; sub < 2; sub++ {
+				snap, err := st.ReadTaskSnapshot(id, fmt.Sprintf("join-%d", sub))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, g := range snap.Operators[0].KeyGroups {
+					t.Errorf("terminal checkpoint %d: join-%d still holds %d entries in key group %d", id, sub, g.Entries, g.KeyGroup)
+				}
+			}
+		})
+	}
+}
