@@ -121,6 +121,18 @@ func (s *Store) applyRetention(floor checkpoint.ID) error {
 		}
 	}
 
+	// Shared files the removed checkpoints list: deleted below once no
+	// remaining checkpoint lists them.
+	candidates := map[string]bool{}
+	var remaining []checkpoint.ID
+	for _, id := range sortedIDs(d.chk) {
+		if id < keepFrom {
+			s.refsOf(id, candidates)
+		} else {
+			remaining = append(remaining, id)
+		}
+	}
+
 	var stale []checkpoint.ID
 	for _, id := range sortedIDs(d.chk) {
 		if id >= keepFrom {
@@ -133,6 +145,9 @@ func (s *Store) applyRetention(floor checkpoint.ID) error {
 		if !d.completed[id] {
 			stale = append(stale, id)
 		}
+	}
+	if err := s.collectShared(candidates, remaining); err != nil {
+		return fmt.Errorf("applying retention: %w", err)
 	}
 	if len(purged)+len(stale) > 0 {
 		if fsync {
