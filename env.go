@@ -119,6 +119,14 @@ type Options struct {
 	// A negative value emits a watermark after every batch.
 	WatermarkInterval time.Duration
 
+	// StateBackend keeps keyed state: "memory" (default; copy-on-write
+	// maps, fastest, state must fit in memory) or "pebble" (an LSM tree on
+	// local disk, incremental checkpoints).
+	StateBackend string
+	// StateDir is where file-based state backends keep their working
+	// files (default: a new directory under the system temp directory).
+	StateDir string
+
 	// Logger receives the job's logs (default: warnings to stderr).
 	Logger *slog.Logger
 	// Metrics receives the job's metrics (default: a private registry).
@@ -147,6 +155,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ChannelCapacity == 0 {
 		o.ChannelCapacity = 16
+	}
+	if o.StateBackend == "" {
+		o.StateBackend = "memory"
 	}
 	if o.WatermarkInterval == 0 {
 		o.WatermarkInterval = 200 * time.Millisecond
@@ -180,6 +191,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BatchSize < 1 {
 		errs = append(errs, fmt.Errorf("batch size must be at least 1, got %d", o.BatchSize))
+	}
+	if _, ok := stateBackends[o.StateBackend]; !ok {
+		errs = append(errs, fmt.Errorf("unknown state backend %q (want memory or pebble)", o.StateBackend))
 	}
 	if o.ChannelCapacity < 1 {
 		errs = append(errs, fmt.Errorf("channel capacity must be at least 1, got %d", o.ChannelCapacity))

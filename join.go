@@ -40,7 +40,7 @@ func IntervalJoin[K comparable, A, B, U any](a KeyedStream[K, A], b KeyedStream[
 		down := o.(*out[U])
 		cnt := bc.counters(name)
 		col := &Collector[U]{o: down, c: cnt}
-		m := &joinMember[K, A, B]{name: name, keyCodec: a.codec, lower: lo, upper: hi, wm: runtime.MinWatermark}
+		m := &joinMember[K, A, B]{name: name, keyCodec: a.codec, lower: lo, upper: hi, wm: runtime.MinWatermark, opts: &env.opts}
 		bc.add(m)
 		emit := func(x A, y B, ts int64) error {
 			col.ts = ts
@@ -117,7 +117,9 @@ type joinMember[K comparable, A, B any] struct {
 	keyCodec     state.Codec[K]
 	lower, upper int64
 	wm           int64
-	backend      *state.MemoryBackend
+	backend      state.Backend
+	shared       *store.Shared
+	opts         *Options
 	left         *state.MapState[K, int64, []A]
 	right        *state.MapState[K, int64, []B]
 	timers       *state.Timers[K]
@@ -167,14 +169,11 @@ func (m *joinMember[K, A, B]) onWatermark(wm int64) error {
 func (m *joinMember[K, A, B]) uid() string { return m.name }
 
 func (m *joinMember[K, A, B]) open(tc *runtime.TaskContext, rs restoreState) error {
-	m.backend = state.NewMemoryBackend()
-	if err := m.backend.Open(state.RangeForSubtask(tc.Subtask, tc.MaxParallelism, tc.Parallelism), tc.MaxParallelism); err != nil {
+	b, err := openBackend(m.opts, tc, m.name, rs)
+	if err != nil {
 		return err
 	}
-	if err := m.backend.Restore(rs.keyGroups()); err != nil {
-		return err
-	}
-	var err error
+	m.backend, m.shared = b, tc.Shared
 	if m.left, err = state.NewMap[K, int64, []A](m.backend, "left", m.keyCodec); err != nil {
 		return err
 	}
@@ -199,7 +198,7 @@ func (m *joinMember[K, A, B]) snapshot(id checkpoint.ID) (*store.OperatorSnapsho
 }
 
 func (m *joinMember[K, A, B]) deferredSnapshot(checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
-	return backendSnapshot(m.name, m.backend, m.wm)
+	return backendSnapshot(m.name, m.backend, m.shared, m.wm)
 }
 
 func (m *joinMember[K, A, B]) endOfInput() error { return nil }
@@ -209,24 +208,4 @@ func (m *joinMember[K, A, B]) close() error {
 		return nil
 	}
 	return m.backend.Close()
-}
-
-// backendSnapshot freezes a keyed operator's backend and returns the step
-// that encodes it on the snapshot worker.
-func backendSnapshot(uid string, b state.Backend, wm int64) (func() (*store.OperatorSnapshot, error), error) {
-	c, err := b.Capture()
-	if err != nil {
-		return nil, err
-	}
-	return func() (*store.OperatorSnapshot, error) {
-		groups, err := c.Persist()
-		if err != nil {
-			return nil, err
-		}
-		s := &store.OperatorSnapshot{UID: uid, Watermark: wm, KeyGroups: make([]store.KeyGroupState, len(groups))}
-		for i, g := range groups {
-			s.KeyGroups[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
-		}
-		return s, nil
-	}, nil
 }

@@ -111,7 +111,9 @@ func (c *KeyedContext[K, V]) Subtask() int { return c.subtask }
 type keyedMember[K comparable, V any] struct {
 	name     string
 	keyCodec state.Codec[K]
-	backend  *state.MemoryBackend
+	backend  state.Backend
+	shared   *store.Shared
+	opts     *Options
 	ctx      *KeyedContext[K, V]
 	// onTimer runs a fired timer of ctx.key at ctx.ts; nil: timers fire
 	// silently.
@@ -121,13 +123,11 @@ type keyedMember[K comparable, V any] struct {
 func (m *keyedMember[K, V]) uid() string { return m.name }
 
 func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error {
-	m.backend = state.NewMemoryBackend()
-	if err := m.backend.Open(state.RangeForSubtask(tc.Subtask, tc.MaxParallelism, tc.Parallelism), tc.MaxParallelism); err != nil {
+	b, err := openBackend(m.opts, tc, m.name, rs)
+	if err != nil {
 		return err
 	}
-	if err := m.backend.Restore(rs.keyGroups()); err != nil {
-		return err
-	}
+	m.backend, m.shared = b, tc.Shared
 	value, err := state.NewValue(m.backend, "value", m.keyCodec, state.CodecFor[V]())
 	if err != nil {
 		return err
@@ -183,7 +183,7 @@ func (m *keyedMember[K, V]) snapshot(id checkpoint.ID) (*store.OperatorSnapshot,
 
 // deferredSnapshot freezes the backend and returns the encoding step.
 func (m *keyedMember[K, V]) deferredSnapshot(checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
-	return backendSnapshot(m.name, m.backend, runtime.MinWatermark)
+	return backendSnapshot(m.name, m.backend, m.shared, runtime.MinWatermark)
 }
 
 func (m *keyedMember[K, V]) endOfInput() error { return nil }
@@ -232,7 +232,7 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx}
+		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts}
 		bc.add(m)
 		cnt := bc.counters(name)
 		down := o.(*out[U])
@@ -301,7 +301,7 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 	connect(ub, n, 1, partHash, cs.b.selector(maxPar))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		m := &keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx}
+		m := &keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx, opts: &env.opts}
 		bc.add(m)
 		down := o.(*out[U])
 		cnt := bc.counters(name)

@@ -329,6 +329,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 				Subtask: s, Parallelism: vx.Parallelism, MaxParallelism: cfg.MaxParallelism,
 				Out:     NewOutputs(outs[v][s], done),
 				Done:    done,
+				Shared:  ex.shared(),
 				Logger:  ex.log.With("task", name),
 				Metrics: cfg.Metrics,
 			}
@@ -480,4 +481,11 @@ func (ex *execution) readVertex(vx *Vertex) ([]*store.TaskSnapshot, error) {
 		ex.log.Info("rescaling operator on restore", "operator", vx.UID, "from", first.Parallelism, "to", vx.Parallelism)
 	}
 	return snaps, nil
+}
+
+func (ex *execution) shared() *store.Shared {
+	if ex.store == nil {
+		return nil
+	}
+	return ex.store.Shared()
 }

@@ -26,6 +26,10 @@ type TaskContext struct {
 	// Restored is nil): keyed state is redistributed by key group; state
 	// that cannot be redistributed must refuse to open.
 	Rescaled []*store.TaskSnapshot
+	// Shared is the checkpoint directory's area for files that several
+	// checkpoints share (file-based state backends); nil without
+	// checkpointing.
+	Shared *store.Shared
 	// Done is closed when the task must stop.
 	Done    <-chan struct{}
 	Logger  *slog.Logger
