@@ -158,3 +158,55 @@ func TestTimersSurviveRestoreAndRescale(t *testing.T) {
 		t.Fatalf("restored checkpoint %d is at record %d: no key had all its records before it", restored, next)
 	}
 }
+
+func TestProcessingTimeTimers(t *testing.T) {
+	env, err := clink.NewEnvironment(clink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: 5, RatePerSecond: 10}, func(i int64) int64 { return i })
+	type tick struct{ Key, Registered, Due, FiredAt int64 }
+	res := clink.KeyedProcess(clink.KeyBy(src, func(i int64) int64 { return i }), "proc",
+		clink.KeyedProcessFunction[int64, int64, int64, tick]{
+			ProcessElement: func(ctx *clink.KeyedContext[int64, int64], _ int64, _ *clink.Collector[tick]) error {
+				now := ctx.CurrentProcessingTime()
+				ctx.SetValue(now)
+				ctx.RegisterProcessingTimeTimer(now + 10)
+				ctx.RegisterProcessingTimeTimer(now + 1_000_000) // deleted below
+				ctx.DeleteProcessingTimeTimer(now + 1_000_000)
+				return nil
+			},
+			OnTimer: func(ctx *clink.KeyedContext[int64, int64], ts int64, d clink.TimeDomain, out *clink.Collector[tick]) error {
+				if d != clink.ProcessingTime {
+					return fmt.Errorf("timer of domain %v", d)
+				}
+				reg, _ := ctx.Value()
+				out.Collect(tick{Key: ctx.Key(), Registered: reg, Due: ts, FiredAt: ctx.CurrentProcessingTime()})
+				return nil
+			},
+		})
+	var mu sync.Mutex
+	var got []tick
+	clink.SinkTo(res, "sink", clink.SinkFunc(func(x tick) error {
+		mu.Lock()
+		got = append(got, x)
+		mu.Unlock()
+		return nil
+	}))
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Records come 100 ms apart and their timers are due 10 ms later: all
+	// but possibly the last (the job ends right after it) fire.
+	if len(got) < 4 {
+		t.Fatalf("%d processing-time timers fired, want at least 4: %+v", len(got), got)
+	}
+	for _, x := range got {
+		if x.Due != x.Registered+10 {
+			t.Errorf("key %d: fired timer due %d, registered at %d (the deleted timer fired?)", x.Key, x.Due, x.Registered)
+		}
+		if x.FiredAt < x.Due {
+			t.Errorf("key %d: timer due %d fired early at %d", x.Key, x.Due, x.FiredAt)
+		}
+	}
+}
