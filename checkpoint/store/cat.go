@@ -1,8 +1,11 @@
 package store
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +19,41 @@ import (
 type CatOptions struct {
 	// FS is the filesystem to read; nil means vfs.Default.
 	FS vfs.FS
+	// Summary leaves out the line per key group of the checkpoint view:
+	// keyed state is then only totalled per operator.
+	Summary bool
+	// DescribeKeyGroup, when set, adds what it returns to the line of each
+	// key group in the checkpoint view, e.g. the entries of each table
+	// ("value=40, __timers_event=2"). The store does not know how keyed
+	// state is laid out in a key group (package state does), so the caller
+	// supplies it. An error is printed on the key group's line, and Cat
+	// fails after printing everything.
+	DescribeKeyGroup func(kg, entries int, data []byte) (string, error)
+	// Key, when set, makes the checkpoint view look up one key in the
+	// keyed state of every operator instead of printing each snapshot.
+	Key *KeyLookup
+}
+
+// KeyLookup is the lookup of one key by Cat.
+type KeyLookup struct {
+	// Key is the key as the user wrote it.
+	Key string
+	// Find returns the lines to print about the key for the keyed state of
+	// one operator. An error is printed under the operator, and Cat fails
+	// after printing everything.
+	Find func(KeyedState) ([]string, error)
+}
+
+// KeyedState is the keyed state of one operator in one checkpoint, gathered
+// from the snapshot files of all its subtasks.
+type KeyedState struct {
+	Operator       string
+	MaxParallelism int
+	// KeyGroups holds the key groups by ascending key group.
+	KeyGroups []KeyGroupState
+	// Files[i] names the file KeyGroups[i] comes from, relative to the
+	// checkpoint directory ("chk-3/count-1.snap").
+	Files []string
 }
 
 // Cat writes a human-readable account of the checkpoint directory dir to w;
@@ -27,8 +65,13 @@ type CatOptions struct {
 // the task and, per operator, its source offset, watermark, keyed state,
 // operator state and in-flight records. A file that cannot be decoded gets
 // an error line and Cat moves on to the next; the returned error then says
-// how many failed.
+// how many failed. Keyed state is listed per key group (see
+// CatOptions.Summary and CatOptions.DescribeKeyGroup). With opts.Key set,
+// Cat prints instead what every operator's keyed state holds for that key.
 func Cat(w io.Writer, dir string, id *checkpoint.ID, opts CatOptions) error {
+	if opts.Key != nil && (id == nil || opts.Key.Find == nil) {
+		return errors.New("looking up a key needs a checkpoint id and a Find function")
+	}
 	s, err := openExisting(dir, Options{FS: opts.FS})
 	if err != nil {
 		return err
@@ -37,7 +80,7 @@ func Cat(w io.Writer, dir string, id *checkpoint.ID, opts CatOptions) error {
 	if id == nil {
 		err = s.catList(ew)
 	} else {
-		err = s.catCheckpoint(ew, *id)
+		err = s.catCheckpoint(ew, *id, opts)
 	}
 	if ew.err != nil {
 		return fmt.Errorf("writing state-cat output: %w", ew.err)
@@ -64,6 +107,9 @@ func (e *errWriter) Write(p []byte) (int, error) {
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
+	}
+	if stem, ok := strings.CutSuffix(noun, "y"); ok && stem != "" && !strings.ContainsRune("aeiou", rune(stem[len(stem)-1])) {
+		return fmt.Sprintf("%d %sies", n, stem) // entry, entries
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
@@ -110,7 +156,7 @@ func (s *Store) catList(w io.Writer) error {
 	return nil
 }
 
-func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID) error {
+func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID, opts CatOptions) error {
 	infos, err := s.List()
 	if err != nil {
 		return err
@@ -138,7 +184,10 @@ func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID) error {
 		fmt.Fprintf(w, "error: %s is missing\n", s.chkDir(id))
 		return fmt.Errorf("checkpoint %d in %s has markers but no %s%d directory", id, s.dir, chkPrefix, id)
 	}
-	failed := 0
+	if opts.Key != nil {
+		return s.catKey(w, ci, opts.Key)
+	}
+	failed, badGroups := 0, 0
 	for _, f := range ci.Files {
 		name := strings.TrimSuffix(f.Name, snapSuffix)
 		fmt.Fprintf(w, "\n%s%d/%s (%d bytes)\n", chkPrefix, id, f.Name, f.Size)
@@ -148,15 +197,129 @@ func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID) error {
 			fmt.Fprintf(w, "  error: %v\n", err)
 			continue
 		}
-		catSnapshot(w, snap)
+		badGroups += catSnapshot(w, snap, opts)
 	}
+	var errs []string
 	if failed > 0 {
-		return fmt.Errorf("%d of %d snapshot files of checkpoint %d in %s could not be read", failed, len(ci.Files), id, s.dir)
+		errs = append(errs, fmt.Sprintf("%d of %d snapshot files of checkpoint %d in %s could not be read", failed, len(ci.Files), id, s.dir))
+	}
+	if badGroups > 0 {
+		errs = append(errs, fmt.Sprintf("%s of checkpoint %d in %s could not be decoded", plural(badGroups, "key group"), id, s.dir))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
 
-func catSnapshot(w io.Writer, snap *TaskSnapshot) {
+// catKey prints what the keyed state of each operator of checkpoint ci
+// holds for one key.
+func (s *Store) catKey(w io.Writer, ci *CheckpointInfo, k *KeyLookup) error {
+	var ops []*KeyedState
+	byUID := map[string]*KeyedState{}
+	failed, failedOps := 0, 0
+	for _, f := range ci.Files {
+		path := fmt.Sprintf("%s%d/%s", chkPrefix, ci.ID, f.Name)
+		snap, err := s.ReadTaskSnapshot(ci.ID, strings.TrimSuffix(f.Name, snapSuffix))
+		if err != nil {
+			failed++
+			fmt.Fprintf(w, "error: %s: %v\n", path, err)
+			continue
+		}
+		bad := false
+		for _, op := range snap.Operators {
+			if len(op.KeyGroups) == 0 {
+				continue
+			}
+			ks := byUID[op.UID]
+			if ks == nil {
+				ks = &KeyedState{Operator: op.UID, MaxParallelism: snap.MaxParallelism}
+				byUID[op.UID] = ks
+				ops = append(ops, ks)
+			} else if ks.MaxParallelism != snap.MaxParallelism {
+				bad = true
+				fmt.Fprintf(w, "error: %s: operator %s has max parallelism %d here and %d in %s\n",
+					path, op.UID, snap.MaxParallelism, ks.MaxParallelism, ks.Files[0])
+				continue
+			}
+			for _, g := range op.KeyGroups {
+				ks.KeyGroups = append(ks.KeyGroups, g)
+				ks.Files = append(ks.Files, path)
+			}
+		}
+		if bad {
+			failed++
+		}
+	}
+	if len(ops) == 0 {
+		fmt.Fprintf(w, "key %q: no operator of checkpoint %d has keyed state\n", k.Key, ci.ID)
+	} else {
+		fmt.Fprintf(w, "key %q in the keyed state of %s\n", k.Key, plural(len(ops), "operator"))
+	}
+	for _, ks := range ops {
+		// Files are read in name order; key groups go in ascending order.
+		type located struct {
+			g    KeyGroupState
+			file string
+		}
+		all := make([]located, len(ks.KeyGroups))
+		for i := range all {
+			all[i] = located{ks.KeyGroups[i], ks.Files[i]}
+		}
+		slices.SortStableFunc(all, func(a, b located) int { return cmp.Compare(a.g.KeyGroup, b.g.KeyGroup) })
+		groups, files := make([]KeyGroupState, len(all)), make([]string, len(all))
+		for i, l := range all {
+			groups[i], files[i] = l.g, l.file
+		}
+		ks.KeyGroups, ks.Files = groups, files
+		fmt.Fprintf(w, "\noperator %s\n", ks.Operator)
+		for i := 1; i < len(groups); i++ {
+			if groups[i].KeyGroup == groups[i-1].KeyGroup {
+				fmt.Fprintf(w, "  warning: key group %d is in both %s and %s\n", groups[i].KeyGroup, files[i-1], files[i])
+			}
+		}
+		lines, err := k.Find(*ks)
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
+		if err != nil {
+			failedOps++
+			fmt.Fprintf(w, "  error: %v\n", err)
+		}
+	}
+	var errs []string
+	if failed > 0 {
+		errs = append(errs, fmt.Sprintf("%d of %d snapshot files of checkpoint %d in %s could not be read", failed, len(ci.Files), ci.ID, s.dir))
+	}
+	if failedOps > 0 {
+		errs = append(errs, fmt.Sprintf("the keyed state of %s of checkpoint %d in %s could not be searched", plural(failedOps, "operator"), ci.ID, s.dir))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// sizeText formats a byte count for people: "837 bytes", "1.2 KiB".
+func sizeText(n int) string {
+	const unit = 1024
+	if n < unit {
+		return plural(n, "byte")
+	}
+	f, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if f < unit {
+			break
+		}
+		f, suffix = f/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", f, suffix)
+}
+
+// catSnapshot prints one snapshot and returns how many of its key groups
+// DescribeKeyGroup failed on.
+func catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) int {
+	bad := 0
 	fmt.Fprintf(w, "  task %s: subtask %d of parallelism %d, max parallelism %d\n",
 		snap.Task, snap.Subtask, snap.Parallelism, snap.MaxParallelism)
 	for _, op := range snap.Operators {
@@ -179,6 +342,9 @@ func catSnapshot(w io.Writer, snap *TaskSnapshot) {
 			keyed += len(kg.Data)
 		}
 		fmt.Fprintf(w, "    keyed state:    %d key groups, %d entries, %d bytes\n", len(op.KeyGroups), entries, keyed)
+		if !opts.Summary {
+			bad += catKeyGroups(w, op.KeyGroups, opts.DescribeKeyGroup)
+		}
 		if len(op.OperatorState) == 0 {
 			fmt.Fprintf(w, "    operator state: none\n")
 		} else {
@@ -198,4 +364,30 @@ func catSnapshot(w io.Writer, snap *TaskSnapshot) {
 			fmt.Fprintf(w, "    in-flight:      %s\n", strings.Join(parts, ", "))
 		}
 	}
+	return bad
+}
+
+// catKeyGroups prints one line per key group, aligned on the key group
+// number: "kg  17: 42 entries, 1.2 KiB (value=40, __timers_event=2)".
+func catKeyGroups(w io.Writer, groups []KeyGroupState, describe func(kg, entries int, data []byte) (string, error)) int {
+	width := 0
+	for _, g := range groups {
+		width = max(width, len(strconv.Itoa(g.KeyGroup)))
+	}
+	bad := 0
+	for _, g := range groups {
+		line := fmt.Sprintf("      kg %*d: %s, %s", width, g.KeyGroup, plural(g.Entries, "entry"), sizeText(len(g.Data)))
+		if describe != nil {
+			d, err := describe(g.KeyGroup, g.Entries, g.Data)
+			switch {
+			case err != nil:
+				bad++
+				line += fmt.Sprintf(" (error: %v)", err)
+			case d != "":
+				line += " (" + d + ")"
+			}
+		}
+		fmt.Fprintln(w, line)
+	}
+	return bad
 }

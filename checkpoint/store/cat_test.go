@@ -107,6 +107,8 @@ chk-1/agg-1.snap (96 bytes)
   operator agg
     watermark:      1000
     keyed state:    2 key groups, 5 entries, 15 bytes
+      kg 64: 2 entries, 10 bytes
+      kg 70: 3 entries, 5 bytes
     operator state: none
     in-flight:      input 0: 4 records (4 bytes), input 1: 0 records (0 bytes)
   operator sink
