@@ -109,39 +109,43 @@ func BenchmarkKeyedCount(b *testing.B) {
 	}
 }
 
-// BenchmarkCheckpointKeyedState measures the checkpoint of 1M small keyed
-// values (an int64 key and an int64 count each) at parallelism 1, with
-// fsync on unless CLINK_STATE_FSYNC says otherwise: the job counts 1M
-// distinct keys, and its terminal checkpoint snapshots all of them.
+// BenchmarkCheckpointKeyedState measures the checkpoint of 1M and 10M
+// small keyed values (an int64 key and an int64 count each) at parallelism
+// 1, with fsync on unless CLINK_STATE_FSYNC says otherwise: the job counts
+// that many distinct keys, and its terminal checkpoint snapshots all of
+// them (trigger to COMPLETED marker).
 func BenchmarkCheckpointKeyedState(b *testing.B) {
-	const keys = 1_000_000
-	var total time.Duration
-	var bytes int64
-	for i := 0; i < b.N; i++ {
-		reg := metrics.New()
-		env, err := clink.NewEnvironment(clink.Options{CheckpointDir: b.TempDir(), Metrics: reg, BatchSize: 1024})
-		if err != nil {
-			b.Fatal(err)
-		}
-		src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: keys}, func(i int64) int64 { return i })
-		counted := clink.Process(clink.KeyBy(src, func(v int64) int64 { return v }), "count",
-			func(ctx *clink.KeyedContext[int64, int64], v int64, out *clink.Collector[int64]) error {
-				c, _ := ctx.Value()
-				ctx.SetValue(c + 1)
-				return nil
-			})
-		clink.SinkTo(counted, "sink", clink.Sink[int64](&countSink{}))
-		if err := env.Execute(context.Background()); err != nil {
-			b.Fatal(err)
-		}
-		sum := reg.Summary()
-		if sum.CheckpointsCompleted != 1 {
-			b.Fatalf("%d checkpoints completed, want the terminal one only", sum.CheckpointsCompleted)
-		}
-		total += sum.LastCheckpointDuration
-		bytes += sum.LastCheckpointBytes
+	for _, keys := range []int64{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprintf("keys=%dM", keys/1_000_000), func(b *testing.B) {
+			var total time.Duration
+			var bytes int64
+			for i := 0; i < b.N; i++ {
+				reg := metrics.New()
+				env, err := clink.NewEnvironment(clink.Options{CheckpointDir: b.TempDir(), Metrics: reg, BatchSize: 1024})
+				if err != nil {
+					b.Fatal(err)
+				}
+				src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: keys}, func(i int64) int64 { return i })
+				counted := clink.Process(clink.KeyBy(src, func(v int64) int64 { return v }), "count",
+					func(ctx *clink.KeyedContext[int64, int64], v int64, out *clink.Collector[int64]) error {
+						c, _ := ctx.Value()
+						ctx.SetValue(c + 1)
+						return nil
+					})
+				clink.SinkTo(counted, "sink", clink.Sink[int64](&countSink{}))
+				if err := env.Execute(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				sum := reg.Summary()
+				if sum.CheckpointsCompleted != 1 {
+					b.Fatalf("%d checkpoints completed, want the terminal one only", sum.CheckpointsCompleted)
+				}
+				total += sum.LastCheckpointDuration
+				bytes += sum.LastCheckpointBytes
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ckpt-ms")
+			b.ReportMetric(float64(bytes)/float64(b.N)/1e6, "ckpt-MB")
+			b.ReportMetric(0, "ns/op")
+		})
 	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ckpt-ms")
-	b.ReportMetric(float64(bytes)/float64(b.N)/1e6, "ckpt-MB")
-	b.ReportMetric(0, "ns/op")
 }
