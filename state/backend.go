@@ -98,13 +98,18 @@ func parseSections(kg int, b []byte) ([]section, error) {
 		name := string(b[n : n+int(l)])
 		b = b[n+int(l):]
 		e, n := binary.Uvarint(b)
-		if n <= 0 || e > uint64(len(b)) {
+		if n <= 0 {
 			return nil, fmt.Errorf("key group %d, table %q: bad entry count", kg, name)
 		}
 		b = b[n:]
 		l, n = binary.Uvarint(b)
 		if n <= 0 || l > uint64(len(b)-n) {
 			return nil, fmt.Errorf("key group %d, table %q: data is truncated", kg, name)
+		}
+		// Every entry takes at least one byte (its write time): bound the
+		// count by the section's own data, not by what follows it.
+		if e > l {
+			return nil, fmt.Errorf("key group %d, table %q: %d entries in %d bytes", kg, name, e, l)
 		}
 		out = append(out, section{name: name, entries: int(e), data: b[n : n+int(l)]})
 		b = b[n+int(l):]

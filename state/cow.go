@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"time"
 )
 
@@ -58,7 +59,9 @@ type cowTable[K comparable, V any] struct {
 	clone func(V) V
 	ttl   int64 // milliseconds; 0: no TTL
 	now   func() int64
-	// lastKey's shard is lastShard (nil until the first lookup).
+	// lastKey's shard is lastShard (nil until the first lookup); only
+	// used when == on K implies equal encodings (cacheKey).
+	cacheKey  bool
 	lastKey   K
 	lastShard *cowShard[K, V]
 }
@@ -82,7 +85,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	}
 	t := &cowTable[K, V]{
 		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc),
-		maxPar: b.maxParallelism, rng: b.rng, clone: clone,
+		maxPar: b.maxParallelism, rng: b.rng, clone: clone, cacheKey: exactEqual(reflect.TypeFor[K]()),
 		shards: make([]cowShard[K, V], b.rng.End-b.rng.Start),
 		ttl:    cfg.ttl.Milliseconds(), now: cfg.now,
 	}
@@ -102,7 +105,7 @@ func (t *cowTable[K, V]) Name() string { return t.name }
 // (a keyed operator fed with records partitioned by another key).
 func (t *cowTable[K, V]) shard(k K) *cowShard[K, V] {
 	// Operators read and then write the same key: remember the last one.
-	if t.lastShard != nil && t.lastKey == k {
+	if t.cacheKey && t.lastShard != nil && t.lastKey == k {
 		return t.lastShard
 	}
 	kg := KeyGroupFor(t.hash(k), t.maxPar)
@@ -120,11 +123,35 @@ func (t *cowTable[K, V]) expired(e cowEntry[V]) bool {
 func (t *cowTable[K, V]) get(k K) (V, bool) {
 	s := t.shard(k)
 	e, ok := s.m[k]
-	if !ok || t.expired(e) {
+	if ok && t.expired(e) {
+		// Dropped on access, as WithTTL says.
+		delete(t.writable(s), k)
+		ok = false
+	}
+	if !ok {
 		var zero V
 		return zero, false
 	}
 	return e.v, true
+}
+
+// exactEqual reports whether == on values of t implies equal encodings,
+// and so equal key groups: not for floats (+0 == -0), nor for pointers and
+// interfaces, nor for types holding them.
+func exactEqual(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface, reflect.Pointer:
+		return false
+	case reflect.Array:
+		return exactEqual(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !exactEqual(t.Field(i).Type) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // writable returns the shard's map, copying it first if a capture holds it.
