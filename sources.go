@@ -2,16 +2,19 @@ package clink
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/runtime"
+	"github.com/clinkstream/clink/state"
 )
 
 // sourceProducer is a typed source as its member sees it.
@@ -28,8 +31,10 @@ type sourceMember[T any] struct {
 
 // sourceImpl is one subtask's reader of a replayable input.
 type sourceImpl[T any] interface {
-	// open positions the reader at offset (nil: the beginning).
-	open(subtask, parallelism int, offset []byte) error
+	// open positions the reader: at offset (nil: the beginning), or, when
+	// the job was rescaled, at this subtask's share of the offsets of every
+	// old subtask (rescaled holds them in old subtask order).
+	open(subtask, parallelism, maxParallelism int, offset []byte, rescaled [][]byte) error
 	// read emits up to n records through emit.
 	read(n int, emit func(T, int64) error) (runtime.ProduceStatus, error)
 	// offset returns the position after the last record read, and a
@@ -41,14 +46,21 @@ type sourceImpl[T any] interface {
 func (m *sourceMember[T]) uid() string { return m.name }
 
 func (m *sourceMember[T]) open(tc *runtime.TaskContext, rs restoreState) error {
-	if rs.rescaled != nil {
-		return fmt.Errorf("source %q cannot change its parallelism from %d to %d on restore: its read positions belong to its subtasks", m.name, rs.from, rs.to)
-	}
 	var off []byte
 	if rs.own != nil {
 		off = rs.own.Offset
 	}
-	return m.impl.open(tc.Subtask, tc.Parallelism, off)
+	var rescaled [][]byte
+	if rs.rescaled != nil {
+		rescaled = make([][]byte, 0, len(rs.rescaled))
+		for _, s := range rs.rescaled {
+			rescaled = append(rescaled, s.Offset)
+		}
+	}
+	if err := m.impl.open(tc.Subtask, tc.Parallelism, tc.MaxParallelism, off, rescaled); err != nil {
+		return fmt.Errorf("source %q: %w", m.name, err)
+	}
+	return nil
 }
 
 func (m *sourceMember[T]) snapshot(checkpoint.ID) (*store.OperatorSnapshot, error) {
@@ -84,46 +96,68 @@ func addSource[T any](env *Environment, name string, parallelism int, newImpl fu
 	return Stream[T]{node: n}
 }
 
-// indexOffset is the offset of index-based sources: the next index this
-// subtask reads (indexes subtask, subtask+p, subtask+2p, ...).
-func encodeIndex(i int64) []byte { return binary.AppendVarint(nil, i) }
-
-func decodeIndex(b []byte) (int64, error) {
-	v, n := binary.Varint(b)
-	if n <= 0 || n != len(b) {
-		return 0, fmt.Errorf("decoding source offset %x: not a varint", b)
-	}
-	return v, nil
-}
-
 // indexSource reads elements 0..count-1 (count < 0: unbounded) of an
-// indexed input, subtask s of p taking indexes s, s+p, ...
+// indexed input. The index space is cut into as many splits as the job has
+// key groups: split j holds indexes j, j+S, j+2S, ... A subtask reads its
+// splits round robin; at first subtask s of p owns the splits j with
+// j mod p = s, so it emits s, s+p, s+2p, ... in order. Its offset is the
+// next index of every split it owns, kept as operator list state with
+// split redistribution: a job restored at another parallelism deals the
+// splits out to its new subtasks, each split resuming where it stopped.
 type indexSource[T any] struct {
 	count  int64
 	get    func(i int64) T
 	ts     func(i int64) int64
 	rate   float64 // records per second per subtask, 0 unlimited
-	next   int64
-	step   int64
+	splits *state.OperatorListState[splitPos]
+	// pos are the owned splits' positions; cur the next one to read.
+	pos    []splitPos
+	cur    int
+	stride int64
 	start  time.Time
 	served int64
 }
 
-func (s *indexSource[T]) open(subtask, parallelism int, offset []byte) error {
-	s.next, s.step = int64(subtask), int64(parallelism)
-	if offset != nil {
-		v, err := decodeIndex(offset)
-		if err != nil {
-			return err
+// splitPos is the next index of one split.
+type splitPos struct {
+	Split int64
+	Next  int64
+}
+
+func (s *indexSource[T]) open(subtask, parallelism, maxParallelism int, offset []byte, rescaled [][]byte) error {
+	st, err := state.NewOperatorList[splitPos]("splits", state.Split)
+	if err != nil {
+		return err
+	}
+	s.splits, s.stride = st, int64(maxParallelism)
+	switch {
+	case rescaled != nil:
+		err = st.Restore(rescaled, subtask, parallelism)
+	case offset != nil:
+		err = st.Restore([][]byte{offset}, 0, 1)
+	default:
+		var own []splitPos
+		for j := subtask; j < maxParallelism; j += parallelism {
+			own = append(own, splitPos{Split: int64(j), Next: int64(j)})
 		}
-		if v < 0 || (v-int64(subtask))%s.step != 0 {
-			return fmt.Errorf("source offset %d is not an index of subtask %d of %d", v, subtask, parallelism)
+		st.Update(own)
+	}
+	if err != nil {
+		return fmt.Errorf("restoring the read position: %w", err)
+	}
+	s.pos = append([]splitPos(nil), st.Get()...)
+	// Read in index order while the splits advance together.
+	slices.SortFunc(s.pos, func(a, b splitPos) int { return cmp.Compare(a.Next, b.Next) })
+	for _, p := range s.pos {
+		if p.Split < 0 || p.Split >= s.stride || p.Next < p.Split || (p.Next-p.Split)%s.stride != 0 {
+			return fmt.Errorf("read position %+v is not a position of one of %d splits", p, s.stride)
 		}
-		s.next = v
 	}
 	s.start = time.Now()
 	return nil
 }
+
+func (s *indexSource[T]) done(p splitPos) bool { return s.count >= 0 && p.Next >= s.count }
 
 func (s *indexSource[T]) read(n int, emit func(T, int64) error) (runtime.ProduceStatus, error) {
 	if s.rate > 0 {
@@ -134,27 +168,47 @@ func (s *indexSource[T]) read(n int, emit func(T, int64) error) (runtime.Produce
 		n = int(min(int64(n), allowed))
 	}
 	for i := 0; i < n; i++ {
-		if s.count >= 0 && s.next >= s.count {
+		// Skip exhausted splits; stop when all are.
+		live := false
+		for range s.pos {
+			if !s.done(s.pos[s.cur]) {
+				live = true
+				break
+			}
+			s.cur = (s.cur + 1) % len(s.pos)
+		}
+		if !live {
 			return runtime.Done, nil
 		}
+		p := &s.pos[s.cur]
 		ts := NoTimestamp
 		if s.ts != nil {
-			ts = s.ts(s.next)
+			ts = s.ts(p.Next)
 		}
-		if err := emit(s.get(s.next), ts); err != nil {
+		if err := emit(s.get(p.Next), ts); err != nil {
 			return runtime.Produced, err
 		}
-		s.next += s.step
+		p.Next += s.stride
+		s.cur = (s.cur + 1) % len(s.pos)
 		s.served++
 	}
-	if s.count >= 0 && s.next >= s.count {
-		return runtime.Done, nil
+	for _, p := range s.pos {
+		if !s.done(p) {
+			return runtime.Produced, nil
+		}
 	}
-	return runtime.Produced, nil
+	return runtime.Done, nil
 }
 
+// offset returns the split positions, and as text the number of records
+// this subtask's splits have emitted in all runs.
 func (s *indexSource[T]) offset() ([]byte, string) {
-	return encodeIndex(s.next), fmt.Sprintf("next index %d", s.next)
+	s.splits.Update(s.pos)
+	var emitted int64
+	for _, p := range s.pos {
+		emitted += (p.Next - p.Split) / s.stride
+	}
+	return s.splits.Snapshot(), fmt.Sprintf("emitted %d records of %d splits", emitted, len(s.pos))
 }
 
 func (s *indexSource[T]) close() error { return nil }
@@ -198,7 +252,10 @@ type lineSource struct {
 	done bool
 }
 
-func (s *lineSource) open(subtask, parallelism int, offset []byte) error {
+func (s *lineSource) open(subtask, parallelism, _ int, offset []byte, rescaled [][]byte) error {
+	if rescaled != nil {
+		return fmt.Errorf("a file source cannot change its parallelism")
+	}
 	if offset != nil {
 		v, err := decodeIndex(offset)
 		if err != nil {
@@ -263,8 +320,16 @@ func (s *lineSource) read(n int, emit func(string, int64) error) (runtime.Produc
 	return runtime.Produced, nil
 }
 
+func decodeIndex(b []byte) (int64, error) {
+	v, n := binary.Varint(b)
+	if n <= 0 || n != len(b) {
+		return 0, fmt.Errorf("decoding source offset %x: not a varint", b)
+	}
+	return v, nil
+}
+
 func (s *lineSource) offset() ([]byte, string) {
-	return encodeIndex(s.pos), fmt.Sprintf("file=%s offset=%d", s.path, s.pos)
+	return binary.AppendVarint(nil, s.pos), fmt.Sprintf("file=%s offset=%d", s.path, s.pos)
 }
 
 func (s *lineSource) close() error {

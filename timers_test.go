@@ -2,7 +2,6 @@ package clink_test
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
 	"testing"
@@ -154,7 +153,7 @@ func TestTimersSurviveRestoreAndRescale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if next, _ := binary.Varint(snap.Operators[0].Offset); next < n/50 {
+	if next := sourceEmitted(t, snap.Operators[0]); next < n/50 {
 		t.Fatalf("restored checkpoint %d is at record %d: no key had all its records before it", restored, next)
 	}
 }
