@@ -178,4 +178,3 @@ func TestRestoreRefusesAnotherMaxParallelism(t *testing.T) {
 		t.Fatalf("Execute = %v, want a refusal naming the max parallelism", err)
 	}
 }
-
