@@ -159,6 +159,20 @@ func (s *indexSource[T]) open(subtask, parallelism, maxParallelism int, offset [
 
 func (s *indexSource[T]) done(p splitPos) bool { return s.count >= 0 && p.Next >= s.count }
 
+// nextLive moves the cursor to the next split that is not exhausted; false
+// if none is.
+func (s *indexSource[T]) nextLive() bool {
+	for range s.pos {
+		if !s.done(s.pos[s.cur]) {
+			return true
+		}
+		if s.cur++; s.cur == len(s.pos) {
+			s.cur = 0
+		}
+	}
+	return false
+}
+
 func (s *indexSource[T]) read(n int, emit func(T, int64) error) (runtime.ProduceStatus, error) {
 	if s.rate > 0 {
 		allowed := int64(time.Since(s.start).Seconds()*s.rate) - s.served
@@ -167,20 +181,19 @@ func (s *indexSource[T]) read(n int, emit func(T, int64) error) (runtime.Produce
 		}
 		n = int(min(int64(n), allowed))
 	}
+	if len(s.pos) == 0 {
+		// More subtasks than splits: this one reads nothing.
+		return runtime.Done, nil
+	}
 	for i := 0; i < n; i++ {
-		// Skip exhausted splits; stop when all are.
-		live := false
-		for range s.pos {
-			if !s.done(s.pos[s.cur]) {
-				live = true
-				break
-			}
-			s.cur = (s.cur + 1) % len(s.pos)
-		}
-		if !live {
-			return runtime.Done, nil
-		}
 		p := &s.pos[s.cur]
+		if s.done(*p) {
+			// Skip exhausted splits; stop when all are.
+			if !s.nextLive() {
+				return runtime.Done, nil
+			}
+			p = &s.pos[s.cur]
+		}
 		ts := NoTimestamp
 		if s.ts != nil {
 			ts = s.ts(p.Next)
@@ -189,7 +202,9 @@ func (s *indexSource[T]) read(n int, emit func(T, int64) error) (runtime.Produce
 			return runtime.Produced, err
 		}
 		p.Next += s.stride
-		s.cur = (s.cur + 1) % len(s.pos)
+		if s.cur++; s.cur == len(s.pos) {
+			s.cur = 0
+		}
 		s.served++
 	}
 	for _, p := range s.pos {
