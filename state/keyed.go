@@ -6,24 +6,42 @@ import (
 	"slices"
 )
 
-// memoryOf returns the memory backend behind b; the typed states are
-// implemented for it. (The Pebble backend adds its own.)
-func memoryOf(b Backend, name string) (*MemoryBackend, error) {
-	m, ok := b.(*MemoryBackend)
-	if !ok {
-		return nil, fmt.Errorf("state %q: backend %q does not support this state type", name, b.Name())
+// memoryOf returns the memory backend behind b, or the byte backend (one
+// of the two is nil): the typed states keep their entries in a cowTable on
+// the memory backend and in a byte table on a BytesBackend.
+func memoryOf(b Backend, name string) (*MemoryBackend, BytesBackend, error) {
+	if m, ok := b.(*MemoryBackend); ok {
+		return m, nil, nil
 	}
-	return m, nil
+	if bb, ok := b.(BytesBackend); ok {
+		return nil, bb, nil
+	}
+	return nil, nil, fmt.Errorf("state %q: backend %q does not support this state type", name, b.Name())
 }
 
 // ValueState holds one value per key.
-type ValueState[K comparable, V any] struct{ t *cowTable[K, V] }
+//
+// On a BytesBackend (Pebble) a state's methods panic with a *StoreError
+// when the store fails or holds bytes that do not decode; the runtime turns
+// the panic into a job failure. This holds for every typed state.
+type ValueState[K comparable, V any] struct {
+	t *cowTable[K, V]
+	// b is the byte table on a BytesBackend (then t is nil).
+	b *bytesValue[K, V]
+}
 
 // NewValue registers a value state named name with b.
 func NewValue[K comparable, V any](b Backend, name string, kc Codec[K], vc Codec[V], opts ...StateOption) (*ValueState[K, V], error) {
-	m, err := memoryOf(b, name)
+	m, bb, err := memoryOf(b, name)
 	if err != nil {
 		return nil, err
+	}
+	if bb != nil {
+		bt, err := newBytesValue(bb, name, kc, vc, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &ValueState[K, V]{b: bt}, nil
 	}
 	t, err := newCowTable(m, name, kc, vc, nil, opts)
 	if err != nil {
@@ -33,29 +51,67 @@ func NewValue[K comparable, V any](b Backend, name string, kc Codec[K], vc Codec
 }
 
 // Get returns the value of k and whether it is set.
-func (s *ValueState[K, V]) Get(k K) (V, bool) { return s.t.get(k) }
+func (s *ValueState[K, V]) Get(k K) (V, bool) {
+	if s.b != nil {
+		return s.b.get(k)
+	}
+	return s.t.get(k)
+}
 
 // Put sets the value of k.
-func (s *ValueState[K, V]) Put(k K, v V) { s.t.put(k, v) }
+func (s *ValueState[K, V]) Put(k K, v V) {
+	if s.b != nil {
+		s.b.put(k, v)
+		return
+	}
+	s.t.put(k, v)
+}
 
 // Delete clears the value of k.
-func (s *ValueState[K, V]) Delete(k K) { s.t.del(k) }
+func (s *ValueState[K, V]) Delete(k K) {
+	if s.b != nil {
+		s.b.delete(k)
+		return
+	}
+	s.t.del(k)
+}
 
 // Len returns the number of keys with a value (expired ones included
-// until they are dropped).
-func (s *ValueState[K, V]) Len() int { return s.t.len() }
+// until they are dropped). On a BytesBackend it reads the whole table.
+func (s *ValueState[K, V]) Len() int {
+	if s.b != nil {
+		return s.b.len()
+	}
+	return s.t.len()
+}
 
 // Range calls f for every live entry until f returns false.
-func (s *ValueState[K, V]) Range(f func(K, V) bool) { s.t.rangeKeys(f) }
+func (s *ValueState[K, V]) Range(f func(K, V) bool) {
+	if s.b != nil {
+		s.b.rangeKeys(f)
+		return
+	}
+	s.t.rangeKeys(f)
+}
 
 // ListState holds a list of elements per key.
-type ListState[K comparable, E any] struct{ t *cowTable[K, []E] }
+type ListState[K comparable, E any] struct {
+	t *cowTable[K, []E]
+	b *bytesList[K, E]
+}
 
 // NewList registers a list state named name with b.
 func NewList[K comparable, E any](b Backend, name string, kc Codec[K], ec Codec[E], opts ...StateOption) (*ListState[K, E], error) {
-	m, err := memoryOf(b, name)
+	m, bb, err := memoryOf(b, name)
 	if err != nil {
 		return nil, err
+	}
+	if bb != nil {
+		bt, err := newBytesList(bb, name, kc, ec, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &ListState[K, E]{b: bt}, nil
 	}
 	t, err := newCowTable(m, name, kc, CodecFor[[]E](), slices.Clone[[]E], opts)
 	if err != nil {
@@ -66,17 +122,28 @@ func NewList[K comparable, E any](b Backend, name string, kc Codec[K], ec Codec[
 
 // Get returns the list of k. The caller must not modify it.
 func (s *ListState[K, E]) Get(k K) []E {
+	if s.b != nil {
+		return s.b.get(k)
+	}
 	v, _ := s.t.get(k)
 	return v
 }
 
 // Add appends e to the list of k.
 func (s *ListState[K, E]) Add(k K, e E) {
+	if s.b != nil {
+		s.b.add(k, e)
+		return
+	}
 	s.t.update(k, func(v []E, _ bool) ([]E, bool) { return append(v, e), true })
 }
 
 // Update replaces the list of k; an empty list clears it.
 func (s *ListState[K, E]) Update(k K, list []E) {
+	if s.b != nil {
+		s.b.update(k, list)
+		return
+	}
 	if len(list) == 0 {
 		s.t.del(k)
 		return
@@ -85,26 +152,59 @@ func (s *ListState[K, E]) Update(k K, list []E) {
 }
 
 // Clear removes the list of k.
-func (s *ListState[K, E]) Clear(k K) { s.t.del(k) }
+func (s *ListState[K, E]) Clear(k K) {
+	if s.b != nil {
+		s.b.clear(k)
+		return
+	}
+	s.t.del(k)
+}
 
 // MapState holds a map of user keys to user values per key.
-type MapState[K, UK comparable, UV any] struct{ t *cowTable[K, map[UK]UV] }
+type MapState[K, UK comparable, UV any] struct{ t mapTable[K, UK, UV] }
+
+// mapTable is a map state's table: the embedded cowTable on the memory
+// backend, b on a BytesBackend.
+type mapTable[K, UK comparable, UV any] struct {
+	*cowTable[K, map[UK]UV]
+	b *bytesMap[K, UK, UV]
+}
+
+// rangeKeys calls f with the map of every key that has one, until f
+// returns false (Timers rebuild their heaps with it).
+func (t mapTable[K, UK, UV]) rangeKeys(f func(K, map[UK]UV) bool) {
+	if t.b != nil {
+		t.b.rangeKeys(f)
+		return
+	}
+	t.cowTable.rangeKeys(f)
+}
 
 // NewMap registers a map state named name with b.
 func NewMap[K, UK comparable, UV any](b Backend, name string, kc Codec[K], opts ...StateOption) (*MapState[K, UK, UV], error) {
-	m, err := memoryOf(b, name)
+	m, bb, err := memoryOf(b, name)
 	if err != nil {
 		return nil, err
+	}
+	if bb != nil {
+		bt, err := newBytesMap[K, UK, UV](bb, name, kc, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &MapState[K, UK, UV]{t: mapTable[K, UK, UV]{b: bt}}, nil
 	}
 	t, err := newCowTable(m, name, kc, CodecFor[map[UK]UV](), maps.Clone[map[UK]UV], opts)
 	if err != nil {
 		return nil, err
 	}
-	return &MapState[K, UK, UV]{t: t}, nil
+	return &MapState[K, UK, UV]{t: mapTable[K, UK, UV]{cowTable: t}}, nil
 }
 
 // Get returns the value of uk in the map of k.
 func (s *MapState[K, UK, UV]) Get(k K, uk UK) (UV, bool) {
+	if s.t.b != nil {
+		return s.t.b.get(k, uk)
+	}
 	m, _ := s.t.get(k)
 	v, ok := m[uk]
 	return v, ok
@@ -112,6 +212,10 @@ func (s *MapState[K, UK, UV]) Get(k K, uk UK) (UV, bool) {
 
 // Put sets uk to uv in the map of k.
 func (s *MapState[K, UK, UV]) Put(k K, uk UK, uv UV) {
+	if s.t.b != nil {
+		s.t.b.put(k, uk, uv)
+		return
+	}
 	s.t.update(k, func(m map[UK]UV, _ bool) (map[UK]UV, bool) {
 		if m == nil {
 			m = make(map[UK]UV)
@@ -123,6 +227,10 @@ func (s *MapState[K, UK, UV]) Put(k K, uk UK, uv UV) {
 
 // Remove deletes uk from the map of k.
 func (s *MapState[K, UK, UV]) Remove(k K, uk UK) {
+	if s.t.b != nil {
+		s.t.b.remove(k, uk)
+		return
+	}
 	if _, ok := s.Get(k, uk); !ok {
 		return
 	}
@@ -134,6 +242,10 @@ func (s *MapState[K, UK, UV]) Remove(k K, uk UK) {
 
 // Range calls f for every entry of the map of k until f returns false.
 func (s *MapState[K, UK, UV]) Range(k K, f func(UK, UV) bool) {
+	if s.t.b != nil {
+		s.t.b.rangeMap(k, f)
+		return
+	}
 	m, _ := s.t.get(k)
 	for uk, uv := range m {
 		if !f(uk, uv) {
@@ -144,24 +256,41 @@ func (s *MapState[K, UK, UV]) Range(k K, f func(UK, UV) bool) {
 
 // Len returns the number of entries in the map of k.
 func (s *MapState[K, UK, UV]) Len(k K) int {
+	if s.t.b != nil {
+		return s.t.b.len(k)
+	}
 	m, _ := s.t.get(k)
 	return len(m)
 }
 
 // Clear removes the map of k.
-func (s *MapState[K, UK, UV]) Clear(k K) { s.t.del(k) }
+func (s *MapState[K, UK, UV]) Clear(k K) {
+	if s.t.b != nil {
+		s.t.b.clear(k)
+		return
+	}
+	s.t.del(k)
+}
 
 // ReducingState folds the values added for a key with a reduce function.
 type ReducingState[K comparable, V any] struct {
 	t      *cowTable[K, V]
+	b      *bytesValue[K, V]
 	reduce func(V, V) V
 }
 
 // NewReducing registers a reducing state named name with b.
 func NewReducing[K comparable, V any](b Backend, name string, kc Codec[K], vc Codec[V], reduce func(acc, v V) V, opts ...StateOption) (*ReducingState[K, V], error) {
-	m, err := memoryOf(b, name)
+	m, bb, err := memoryOf(b, name)
 	if err != nil {
 		return nil, err
+	}
+	if bb != nil {
+		bt, err := newBytesValue(bb, name, kc, vc, opts)
+		if err != nil {
+			return nil, err
+		}
+		return &ReducingState[K, V]{b: bt, reduce: reduce}, nil
 	}
 	t, err := newCowTable(m, name, kc, vc, nil, opts)
 	if err != nil {
@@ -172,6 +301,15 @@ func NewReducing[K comparable, V any](b Backend, name string, kc Codec[K], vc Co
 
 // Add folds v into the value of k.
 func (s *ReducingState[K, V]) Add(k K, v V) {
+	if s.b != nil {
+		s.b.update(k, func(acc V, ok bool) V {
+			if ok {
+				return s.reduce(acc, v)
+			}
+			return v
+		})
+		return
+	}
 	if acc, ok := s.t.get(k); ok {
 		v = s.reduce(acc, v)
 	}
@@ -179,10 +317,21 @@ func (s *ReducingState[K, V]) Add(k K, v V) {
 }
 
 // Get returns the folded value of k.
-func (s *ReducingState[K, V]) Get(k K) (V, bool) { return s.t.get(k) }
+func (s *ReducingState[K, V]) Get(k K) (V, bool) {
+	if s.b != nil {
+		return s.b.get(k)
+	}
+	return s.t.get(k)
+}
 
 // Clear removes the value of k.
-func (s *ReducingState[K, V]) Clear(k K) { s.t.del(k) }
+func (s *ReducingState[K, V]) Clear(k K) {
+	if s.b != nil {
+		s.b.delete(k)
+		return
+	}
+	s.t.del(k)
+}
 
 // AggregateFunction folds inputs into an accumulator and derives a result,
 // as Flink's AggregateFunction.
@@ -195,6 +344,7 @@ type AggregateFunction[IN, ACC, OUT any] interface {
 // AggregatingState folds the inputs added for a key into an accumulator.
 type AggregatingState[K comparable, IN, ACC, OUT any] struct {
 	t   *cowTable[K, ACC]
+	b   *bytesValue[K, ACC]
 	agg AggregateFunction[IN, ACC, OUT]
 }
 
@@ -202,9 +352,16 @@ type AggregatingState[K comparable, IN, ACC, OUT any] struct {
 // accumulator must not share memory between calls of Add (return a new
 // value or a modified copy), because a checkpoint may hold the old one.
 func NewAggregating[K comparable, IN, ACC, OUT any](b Backend, name string, kc Codec[K], agg AggregateFunction[IN, ACC, OUT], opts ...StateOption) (*AggregatingState[K, IN, ACC, OUT], error) {
-	m, err := memoryOf(b, name)
+	m, bb, err := memoryOf(b, name)
 	if err != nil {
 		return nil, err
+	}
+	if bb != nil {
+		bt, err := newBytesValue(bb, name, kc, CodecFor[ACC](), opts)
+		if err != nil {
+			return nil, err
+		}
+		return &AggregatingState[K, IN, ACC, OUT]{b: bt, agg: agg}, nil
 	}
 	t, err := newCowTable(m, name, kc, CodecFor[ACC](), nil, opts)
 	if err != nil {
@@ -215,6 +372,15 @@ func NewAggregating[K comparable, IN, ACC, OUT any](b Backend, name string, kc C
 
 // Add folds in into the accumulator of k.
 func (s *AggregatingState[K, IN, ACC, OUT]) Add(k K, in IN) {
+	if s.b != nil {
+		s.b.update(k, func(acc ACC, ok bool) ACC {
+			if !ok {
+				acc = s.agg.CreateAccumulator()
+			}
+			return s.agg.Add(acc, in)
+		})
+		return
+	}
 	acc, ok := s.t.get(k)
 	if !ok {
 		acc = s.agg.CreateAccumulator()
@@ -224,7 +390,13 @@ func (s *AggregatingState[K, IN, ACC, OUT]) Add(k K, in IN) {
 
 // Get returns the result for k and whether k has an accumulator.
 func (s *AggregatingState[K, IN, ACC, OUT]) Get(k K) (OUT, bool) {
-	acc, ok := s.t.get(k)
+	var acc ACC
+	var ok bool
+	if s.b != nil {
+		acc, ok = s.b.get(k)
+	} else {
+		acc, ok = s.t.get(k)
+	}
 	if !ok {
 		var zero OUT
 		return zero, false
@@ -233,4 +405,10 @@ func (s *AggregatingState[K, IN, ACC, OUT]) Get(k K) (OUT, bool) {
 }
 
 // Clear removes the accumulator of k.
-func (s *AggregatingState[K, IN, ACC, OUT]) Clear(k K) { s.t.del(k) }
+func (s *AggregatingState[K, IN, ACC, OUT]) Clear(k K) {
+	if s.b != nil {
+		s.b.delete(k)
+		return
+	}
+	s.t.del(k)
+}
