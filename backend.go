@@ -9,12 +9,20 @@ import (
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/runtime"
 	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/pebble"
 )
 
 // stateBackends makes the state backend of one keyed operator subtask, by
 // the name Options.StateBackend gives.
 var stateBackends = map[string]func(dir string) (state.Backend, error){
 	"memory": func(string) (state.Backend, error) { return state.NewMemoryBackend(), nil },
+	"pebble": func(dir string) (state.Backend, error) {
+		opts := pebble.Options{Dir: dir}
+		if err := opts.Validate(); err != nil {
+			return nil, err
+		}
+		return pebble.New(opts), nil
+	},
 }
 
 // fileEntryPrefix marks the operator state entries that hold a file-based

@@ -70,7 +70,8 @@ func TestCrashWindowsProcess(t *testing.T) {
 		t.Skip("run by TestCrashWindowsExactlyOnce")
 	}
 	env, err := windowedJob(clink.Options{
-		Parallelism: 2, CheckpointDir: dir, CheckpointInterval: 50 * time.Millisecond,
+		StateBackend: os.Getenv("CLINK_CRASH_BACKEND"),
+		Parallelism:  2, CheckpointDir: dir, CheckpointInterval: 50 * time.Millisecond,
 		Restore: os.Getenv("CLINK_CRASH_RESTORE"), BatchSize: 64, WatermarkInterval: 20 * time.Millisecond,
 	}, os.Getenv("CLINK_CRASH_OUT"))
 	if err != nil {
@@ -123,17 +124,24 @@ func TestCrashWindowsExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs subprocesses for several seconds")
 	}
+	for i, backend := range []string{"memory", "pebble"} {
+		t.Run(backend, func(t *testing.T) { crashWindows(t, backend, uint64(424242+i)) })
+	}
+}
+
+func crashWindows(t *testing.T, backend string, seed uint64) {
 	ckpt, out := t.TempDir(), t.TempDir()
 	h := &crashtest.Harness{
 		CheckpointDir: ckpt,
 		Kills:         10,
 		MinDelay:      150 * time.Millisecond,
 		MaxDelay:      600 * time.Millisecond,
-		Seed:          424242,
+		Seed:          seed,
 		Deadline:      4 * time.Minute,
 		Command: func(restore string) *exec.Cmd {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWindowsProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "CLINK_CRASH_WIN_CKPT="+ckpt, "CLINK_CRASH_OUT="+out, "CLINK_CRASH_RESTORE="+restore)
+			cmd.Env = append(os.Environ(), "CLINK_CRASH_WIN_CKPT="+ckpt, "CLINK_CRASH_OUT="+out,
+				"CLINK_CRASH_RESTORE="+restore, "CLINK_CRASH_BACKEND="+backend)
 			return cmd
 		},
 	}
