@@ -19,7 +19,7 @@ const SharedRefsState = "shared.refs"
 const sharedDirName = "shared"
 
 // Shared stores the files that incremental checkpoints share, under
-// <dir>/shared/. It is safe for concurrent use.
+// <dir>/shared/. It is safe for concurrent use, also of Put with one name.
 type Shared struct{ s *Store }
 
 // Shared returns the store's shared-file area.
@@ -41,6 +41,9 @@ func (sh *Shared) Put(name, path string) error {
 	if err != nil {
 		return err
 	}
+	// Two puts of one name would share the temp file.
+	sh.s.sharedMu.Lock()
+	defer sh.s.sharedMu.Unlock()
 	if sh.Has(name) {
 		return nil
 	}

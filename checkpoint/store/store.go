@@ -86,6 +86,8 @@ type Store struct {
 	// exist: marker writes, Discard and retention. Snapshot writes do not
 	// take it.
 	structMu sync.Mutex
+	// sharedMu serialises Shared.Put; it is never held with another lock.
+	sharedMu sync.Mutex
 
 	dirs struct {
 		sync.Mutex

@@ -19,8 +19,9 @@ import (
 // dirShared is a state.SharedFiles over a directory that counts what is
 // put into it.
 type dirShared struct {
-	dir string
-	mu  struct {
+	putMu sync.Mutex
+	dir   string
+	mu    struct {
 		sync.Mutex
 		puts     int
 		putBytes int64
@@ -30,6 +31,9 @@ type dirShared struct {
 func newDirShared(t testing.TB) *dirShared { return &dirShared{dir: t.TempDir()} }
 
 func (s *dirShared) Put(name, path string) error {
+	// Captures persisted concurrently may store the same file at once.
+	s.putMu.Lock()
+	defer s.putMu.Unlock()
 	if s.Has(name) {
 		return nil
 	}
