@@ -206,6 +206,10 @@ func (b *Backend) Capture() (state.Captured, error) {
 	if err := b.store.flush(); err != nil {
 		return nil, fmt.Errorf("capturing pebble state: %w", err)
 	}
+	// The lookup iterator would keep the memtable being flushed alive.
+	if err := b.store.closeIter(); err != nil {
+		return nil, fmt.Errorf("capturing pebble state: %w", err)
+	}
 	if err := b.db.Flush(); err != nil {
 		return nil, fmt.Errorf("capturing pebble state: flushing the memtable: %w", err)
 	}
