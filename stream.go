@@ -1,6 +1,7 @@
 package clink
 
 import (
+	"fmt"
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/runtime"
@@ -21,9 +22,9 @@ func (s Stream[T]) SetParallelism(p int) Stream[T] {
 	n := s.node
 	switch {
 	case n.fixedParallelism && p != 1:
-		n.env.fail(errorf("operator %q cannot run at parallelism %d: it reads one file", n.name, p))
+		n.env.fail(fmt.Errorf("operator %q cannot run at parallelism %d: it reads one file", n.name, p))
 	case p < 1 || p > n.env.opts.MaxParallelism:
-		n.env.fail(errorf("operator %q: parallelism %d must be between 1 and the max parallelism %d", n.name, p, n.env.opts.MaxParallelism))
+		n.env.fail(fmt.Errorf("operator %q: parallelism %d must be between 1 and the max parallelism %d", n.name, p, n.env.opts.MaxParallelism))
 	default:
 		n.parallelism = p
 	}
@@ -158,7 +159,7 @@ func Union[T any](name string, streams ...Stream[T]) Stream[T] {
 	n.inPorts = []portOps{streams[0].node.port}
 	for _, s := range streams {
 		if s.node.env != env {
-			env.fail(errorf("union %q: streams belong to different environments", name))
+			env.fail(fmt.Errorf("union %q: streams belong to different environments", name))
 		}
 		connect(s.node, n, 0, partRebalance, nil)
 	}

@@ -75,10 +75,6 @@ func (d *driver) send(ev driverEvent) {
 	}
 }
 
-// ErrFinalCheckpointPending is returned when a job is stopped before its
-// terminal checkpoint completed.
-var ErrFinalCheckpointPending = errors.New("job stopped before its final checkpoint completed")
-
 // run drives checkpoints until the terminal checkpoint completes (nil), a
 // checkpoint fails (the failure), or stop is closed (nil).
 func (d *driver) run(stop <-chan struct{}) error {
