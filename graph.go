@@ -179,6 +179,7 @@ func (env *Environment) plan() (*runtime.JobGraph, error) {
 // chain is what operatorChain and sourceChain share: the members of one
 // task and their wiring.
 type chain struct {
+	chainListeners
 	plan *vertexPlan
 	opts *Options
 	bc   *buildCtx
@@ -259,6 +260,13 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 			return fmt.Errorf("opening operator %s: %w", m.uid(), err)
 		}
 	}
+	var ls []listenerMember
+	for _, m := range bc.members {
+		if l, ok := m.(listenerMember); ok {
+			ls = append(ls, l)
+		}
+	}
+	c.members.Store(&ls)
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/connector"
 	"github.com/clinkstream/clink/runtime"
 	"github.com/clinkstream/clink/state"
 )
@@ -361,4 +362,46 @@ func FromLines(env *Environment, name, path string) Stream[string] {
 	s := addSource(env, name, 1, func() sourceImpl[string] { return &lineSource{path: path} })
 	s.node.fixedParallelism = true
 	return s
+}
+
+// FromSource reads a connector's replayable source at the given
+// parallelism.
+func FromSource[T any](env *Environment, name string, parallelism int, src connector.Source[T]) Stream[T] {
+	return addSource(env, name, parallelism, func() sourceImpl[T] { return &connectorSource[T]{name: name, src: src} })
+}
+
+// connectorSource adapts a connector.Source to the source member.
+type connectorSource[T any] struct {
+	name string
+	src  connector.Source[T]
+	r    connector.SourceReader[T]
+}
+
+func (s *connectorSource[T]) open(subtask, parallelism, maxParallelism int, offset []byte, rescaled [][]byte) error {
+	r, err := s.src.Open(connector.SourceContext{UID: s.name, Subtask: subtask, Parallelism: parallelism, MaxParallelism: maxParallelism}, offset, rescaled)
+	if err != nil {
+		return err
+	}
+	s.r = r
+	return nil
+}
+
+func (s *connectorSource[T]) read(n int, emit func(T, int64) error) (runtime.ProduceStatus, error) {
+	st, err := s.r.Read(n, emit)
+	switch st {
+	case connector.Idle:
+		return runtime.Idle, err
+	case connector.Done:
+		return runtime.Done, err
+	}
+	return runtime.Produced, err
+}
+
+func (s *connectorSource[T]) offset() ([]byte, string) { return s.r.Offset() }
+
+func (s *connectorSource[T]) close() error {
+	if s.r == nil {
+		return nil
+	}
+	return s.r.Close()
 }

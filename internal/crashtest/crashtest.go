@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -32,11 +33,21 @@ type Harness struct {
 	Seed uint64
 	// Deadline bounds the whole test.
 	Deadline time.Duration
+	// Faults names fault points (see internal/fault). When set, every
+	// other incarnation is armed with CLINK_FAULT=<point>@<K> for a point
+	// and a K in [1, MaxHit] drawn at random, instead of a timed kill; the
+	// job kills itself when it reaches the point. An armed incarnation
+	// that never reaches its point runs on and may finish.
+	Faults []string
+	// MaxHit bounds K for Faults (default 3).
+	MaxHit int
 }
 
 // Run is the record of one incarnation.
 type Run struct {
 	Restore string
+	// Fault is the CLINK_FAULT value the incarnation ran with, if any.
+	Fault   string
 	Killed  bool
 	Elapsed time.Duration
 	Stderr  string
@@ -67,6 +78,18 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 			restore = "latest"
 		}
 		cmd := h.Command(restore)
+		fault := ""
+		if len(h.Faults) > 0 && res.Kills < h.Kills && len(res.Runs)%2 == 1 {
+			maxHit := h.MaxHit
+			if maxHit <= 0 {
+				maxHit = 3
+			}
+			fault = fmt.Sprintf("%s@%d", h.Faults[rng.IntN(len(h.Faults))], 1+rng.IntN(maxHit))
+			if cmd.Env == nil {
+				cmd.Env = os.Environ()
+			}
+			cmd.Env = append(cmd.Env, "CLINK_FAULT="+fault)
+		}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		start := time.Now()
@@ -76,14 +99,14 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		var timer <-chan time.Time
-		if res.Kills < h.Kills {
+		if res.Kills < h.Kills && fault == "" {
 			d := h.MinDelay
 			if h.MaxDelay > h.MinDelay {
 				d += time.Duration(rng.Int64N(int64(h.MaxDelay - h.MinDelay)))
 			}
 			timer = time.After(d)
 		}
-		run := Run{Restore: restore}
+		run := Run{Restore: restore, Fault: fault}
 		var werr error
 		select {
 		case werr = <-exited:
