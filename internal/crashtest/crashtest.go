@@ -36,8 +36,8 @@ type Harness struct {
 	// Faults names fault points (see internal/fault). When set, every
 	// other incarnation is armed with CLINK_FAULT=<point>@<K> for a point
 	// and a K in [1, MaxHit] drawn at random, instead of a timed kill; the
-	// job kills itself when it reaches the point. An armed incarnation
-	// that never reaches its point runs on and may finish.
+	// job kills itself when it reaches the point, or is killed at twice
+	// the random delay if it has not reached it by then.
 	Faults []string
 	// MaxHit bounds K for Faults (default 3).
 	MaxHit int
@@ -99,10 +99,14 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
 		var timer <-chan time.Time
-		if res.Kills < h.Kills && fault == "" {
+		if res.Kills < h.Kills {
+			// An armed incarnation gets twice the time to reach its point.
 			d := h.MinDelay
 			if h.MaxDelay > h.MinDelay {
 				d += time.Duration(rng.Int64N(int64(h.MaxDelay - h.MinDelay)))
+			}
+			if fault != "" {
+				d *= 2
 			}
 			timer = time.After(d)
 		}
