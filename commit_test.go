@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -46,7 +46,7 @@ type memCommitSink struct {
 func (p *memPublisher) sink() connector.CommittingSink[int64, memHandle] { return &memCommitSink{p: p} }
 
 func (s *memCommitSink) Open(ctx connector.InitContext[memHandle]) error { s.ctx = ctx; return nil }
-func (s *memCommitSink) Write(v int64) error                         { s.buf = append(s.buf, v); return nil }
+func (s *memCommitSink) Write(v int64) error                             { s.buf = append(s.buf, v); return nil }
 func (s *memCommitSink) PrepareCommit(id checkpoint.ID) (memHandle, bool, error) {
 	if len(s.buf) == 0 {
 		return memHandle{}, false, nil

@@ -318,7 +318,9 @@ func (c *Committer[In, C]) Snapshot(ckpt checkpoint.ID) ([]store.NamedState, err
 
 // NotifyComplete commits, on the dispatch goroutine, every pending handle
 // of a checkpoint up to ckpt, oldest first.
-func (c *Committer[In, C]) NotifyComplete(ckpt checkpoint.ID) { c.enqueue(dispatch{complete: true, ckpt: ckpt}) }
+func (c *Committer[In, C]) NotifyComplete(ckpt checkpoint.ID) {
+	c.enqueue(dispatch{complete: true, ckpt: ckpt})
+}
 
 // NotifyAborted aborts the handle of checkpoint ckpt if it is still
 // pending. A failed checkpoint makes the job rewind to an earlier one, so
