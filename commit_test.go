@@ -191,3 +191,35 @@ func TestCommitToRescaleWithPendingHandles(t *testing.T) {
 		})
 	}
 }
+
+// slowCommitSink commits after a delay, as a remote store under load does.
+type slowCommitSink struct {
+	*memCommitSink
+	delay time.Duration
+}
+
+func (s *slowCommitSink) Commit(h memHandle) error {
+	time.Sleep(s.delay)
+	return s.memCommitSink.Commit(h)
+}
+
+// TestCommitToWaitsForTheFinalCommit: the final checkpoint's commit runs
+// on the dispatch goroutine after the checkpoint completed; a bounded job
+// must not close its sink under it, nor report success before it ran.
+func TestCommitToWaitsForTheFinalCommit(t *testing.T) {
+	pub := newMemPublisher()
+	env, err := clink.NewEnvironment(clink.Options{CheckpointDir: t.TempDir(), CheckpointInterval: 20 * time.Millisecond, Parallelism: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Commits are slower than checkpoints, so handles queue up: when the
+	// input ends, several are still waiting for the dispatcher.
+	src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: 5000, RatePerSecond: 10_000}, func(i int64) int64 { return 2 * i })
+	clink.CommitTo(src, "sink", func() connector.CommittingSink[int64, memHandle] {
+		return &slowCommitSink{memCommitSink: &memCommitSink{p: pub}, delay: 60 * time.Millisecond}
+	})
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	expectEachOnce(t, pub.sorted(), 5000)
+}
