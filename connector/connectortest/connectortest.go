@@ -217,6 +217,15 @@ func direct[In, C any](t *testing.T, tg Target[In, C]) connector.CommittingSink[
 	return sink
 }
 
+func writeDirect[In, C any](t *testing.T, tg Target[In, C], sink connector.CommittingSink[In, C], from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := sink.Write(tg.Record(i)); err != nil {
+			t.Fatalf("writing record %d: %v", i, err)
+		}
+	}
+}
+
 func prepare[In, C any](t *testing.T, sink connector.CommittingSink[In, C], id checkpoint.ID) C {
 	t.Helper()
 	c, ok, err := sink.PrepareCommit(id)
@@ -232,11 +241,7 @@ func prepare[In, C any](t *testing.T, sink connector.CommittingSink[In, C], id c
 func commitIdempotent[In, C any](t *testing.T, tg Target[In, C]) {
 	sink := direct(t, tg)
 	defer sink.Close()
-	for i := 0; i < 5; i++ {
-		if err := sink.Write(tg.Record(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeDirect(t, tg, sink, 0, 5)
 	c := prepare(t, sink, 1)
 	for k := 0; k < 3; k++ {
 		if err := sink.Commit(c); err != nil {
@@ -249,11 +254,7 @@ func commitIdempotent[In, C any](t *testing.T, tg Target[In, C]) {
 func abortIdempotent[In, C any](t *testing.T, tg Target[In, C]) {
 	sink := direct(t, tg)
 	defer sink.Close()
-	for i := 0; i < 5; i++ {
-		if err := sink.Write(tg.Record(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeDirect(t, tg, sink, 0, 5)
 	c := prepare(t, sink, 1)
 	for k := 0; k < 2; k++ {
 		if err := sink.Abort(c); err != nil {
@@ -261,11 +262,7 @@ func abortIdempotent[In, C any](t *testing.T, tg Target[In, C]) {
 		}
 	}
 	expectVisible(t, tg, "after aborting the only handle", nil)
-	for i := 5; i < 8; i++ {
-		if err := sink.Write(tg.Record(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeDirect(t, tg, sink, 5, 8)
 	c2 := prepare(t, sink, 2)
 	if err := sink.Commit(c2); err != nil {
 		t.Fatal(err)
