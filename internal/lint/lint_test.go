@@ -80,6 +80,17 @@ var rules = []rule{
 		why:    "the connector contracts sit below the connectors that implement them",
 	},
 	{
+		pkg:    "sql/ast",
+		forbid: []string{"..."},
+		why:    "the SQL syntax tree imports nothing of clink's",
+	},
+	{
+		pkg:    "sql/parser",
+		forbid: []string{"..."},
+		allow:  []string{"sql/ast"},
+		why:    "the parser builds the syntax tree and knows nothing of planning or running",
+	},
+	{
 		pkg:    "...",
 		forbid: []string{"internal/..."},
 		allow:  []string{"internal/fault/..."},
