@@ -103,6 +103,11 @@ type Options struct {
 	// Restore resumes from "latest" or a checkpoint id in CheckpointDir.
 	// Without it, a CheckpointDir that already holds checkpoints is refused.
 	Restore string
+	// Restart says what Execute does when a task or a checkpoint fails:
+	// return the error (NoRestart, the zero value and default), or restart
+	// the whole job in this process from its latest completed checkpoint
+	// (FixedDelay, ExponentialDelay). See RestartStrategy.
+	Restart RestartStrategy
 
 	// BatchSize is the number of records per batch between tasks
 	// (default 512).
@@ -198,7 +203,74 @@ func (o *Options) Validate() error {
 	if o.ChannelCapacity < 1 {
 		errs = append(errs, fmt.Errorf("channel capacity must be at least 1, got %d", o.ChannelCapacity))
 	}
+	if err := o.Restart.policy().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// RestartStrategy says whether and when a failed job restarts, like
+// Flink's restart-strategy option. A task error (including a panic in a
+// user function) or a failed checkpoint then stops every task and runs the
+// whole job again in this process: every operator is rebuilt and restored
+// from the newest checkpoint the job completed (before the first one, from
+// Options.Restore, or from the start). Committing sinks (CommitTo) finish
+// the commits of that checkpoint when they open, so their output stays
+// exactly once; other sinks see the records after the checkpoint again
+// (at least once), and without a CheckpointDir every restart starts over.
+//
+// Errors a restart cannot fix are returned at once: invalid options or
+// job, a refused restore (e.g. a changed MaxParallelism, a corrupt
+// snapshot). When the budget is spent, Execute returns the last failure,
+// wrapped with the number of attempts. Canceling Execute's context stops
+// the job at once, also while it waits to restart.
+//
+// The zero value is NoRestart, the default: a library call should not loop
+// on a deterministic bug behind its caller's back, and only a job with
+// checkpoints and committing sinks keeps exactly-once output across a
+// restart. (Flink's default with checkpointing is an unbounded fixed-delay
+// restart.) Use the constructors; the fields are for tuning.
+type RestartStrategy struct {
+	// Attempts is the most restarts of one streak of failures (the whole
+	// run, unless ResetAfter ends streaks); 0 never restarts.
+	Attempts int
+	// Delay is the wait before a restart (the first one of a streak when
+	// the delay grows).
+	Delay time.Duration
+	// Multiplier grows the delay from one restart of a streak to the next;
+	// 0 or 1 keeps it fixed.
+	Multiplier float64
+	// MaxDelay caps a growing delay (required when Multiplier > 1).
+	MaxDelay time.Duration
+	// ResetAfter, when positive, ends a streak: a run that lasted at least
+	// this long before it failed starts the delay and the attempt count
+	// over (Flink's reset-backoff-threshold).
+	ResetAfter time.Duration
+}
+
+// NoRestart returns the strategy that never restarts: Execute returns the
+// first failure.
+func NoRestart() RestartStrategy { return RestartStrategy{} }
+
+// FixedDelay restarts a failed job up to attempts times in all, waiting
+// delay before each restart (Flink's fixed-delay strategy).
+func FixedDelay(attempts int, delay time.Duration) RestartStrategy {
+	return RestartStrategy{Attempts: attempts, Delay: delay}
+}
+
+// ExponentialDelay restarts a failed job up to attempts times, waiting
+// initial before the first restart and multiplier times longer before each
+// next one, at most maxDelay (Flink's exponential-delay strategy). Set
+// ResetAfter on the result to forgive a job that ran well for a while.
+func ExponentialDelay(attempts int, initial, maxDelay time.Duration, multiplier float64) RestartStrategy {
+	return RestartStrategy{Attempts: attempts, Delay: initial, MaxDelay: maxDelay, Multiplier: multiplier}
+}
+
+func (s RestartStrategy) policy() runtime.RestartPolicy {
+	return runtime.RestartPolicy{
+		Attempts: s.Attempts, Delay: s.Delay, Multiplier: s.Multiplier,
+		MaxDelay: s.MaxDelay, ResetAfter: s.ResetAfter,
+	}
 }
 
 // Environment collects the operators of one job and executes it.
@@ -230,7 +302,8 @@ func (env *Environment) fail(err error) {
 var uidPattern = regexp.MustCompile(`^[A-Za-z0-9_.]+$`)
 
 // Execute runs the job until its bounded sources are exhausted and the final
-// checkpoint completed, until ctx is canceled (nil), or until it fails.
+// checkpoint completed, until ctx is canceled (nil), or until it fails and
+// Options.Restart allows no further restart.
 func (env *Environment) Execute(ctx context.Context) error {
 	if env.err != nil {
 		return env.err
@@ -259,6 +332,7 @@ func (env *Environment) Execute(ctx context.Context) error {
 		Adaptive:           checkpoint.AdaptiveConfig{},
 		Retain:             env.opts.Retain,
 		Restore:            env.opts.Restore,
+		Restart:            env.opts.Restart.policy(),
 		ChannelCapacity:    env.opts.ChannelCapacity,
 		BufferTimeout:      env.opts.BufferTimeout,
 		Logger:             env.opts.Logger,

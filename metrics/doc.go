@@ -19,7 +19,8 @@
 //     AdaptiveSwitch for every policy flip, AlignmentTime for every
 //     multi-input task that aligned, and exactly one of CheckpointCompleted or
 //     CheckpointAborted when the checkpoint ends.
-//  4. Summary gives a consistent-enough snapshot for status lines and tests;
+//  4. The restart loop calls JobRestarted once per whole-job restart.
+//  5. Summary gives a consistent-enough snapshot for status lines and tests;
 //     it never blocks a task.
 //
 // Every method is safe for concurrent use. This package imports no other

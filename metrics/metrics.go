@@ -22,6 +22,7 @@ const (
 	NameAdaptiveSwitchTotal = "clink_ckpt_adaptive_switch_total"
 	NameOperatorRecordsIn   = "clink_operator_records_in_total"
 	NameOperatorRecordsOut  = "clink_operator_records_out_total"
+	NameJobRestartsTotal    = "clink_job_restarts_total"
 )
 
 // Values of the result label of clink_checkpoints_total.
@@ -39,6 +40,13 @@ const (
 	ModeUnaligned = "unaligned"
 )
 
+// Values of the cause label of clink_job_restarts_total.
+const (
+	CauseTask       = "task"       // a task failed
+	CauseCheckpoint = "checkpoint" // a checkpoint failed
+	CauseOther      = "other"      // anything else the job driver reported
+)
+
 // Registry is clink's metric registry. It wraps its own *prometheus.Registry
 // rather than the global default one, so that two jobs in one process (or two
 // tests) never share counters. The zero value is not usable; call New.
@@ -50,6 +58,7 @@ type Registry struct {
 	alignment prometheus.Histogram
 	modes     *prometheus.CounterVec
 	switches  prometheus.Counter
+	restarts  *prometheus.CounterVec
 
 	// Checkpoint outcomes live in atomics rather than in a CounterVec so that
 	// Summary and the scrape read the same numbers; checkpointCollector
@@ -57,6 +66,7 @@ type Registry struct {
 	completed, aborted, failed atomic.Int64
 	lastDurationNanos          atomic.Int64
 	lastBytes                  atomic.Int64
+	restartsTotal              atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -93,6 +103,8 @@ type Summary struct {
 	// recently completed checkpoint; zero before the first one.
 	LastCheckpointDuration time.Duration
 	LastCheckpointBytes    int64
+	// Restarts is clink_job_restarts_total summed over causes.
+	Restarts int64
 	// RecordsIn and RecordsOut are sums over every registered operator.
 	RecordsIn, RecordsOut int64
 }
@@ -128,6 +140,10 @@ func New() *Registry {
 			Name: NameAdaptiveSwitchTotal,
 			Help: "Times the adaptive mode policy flipped between aligned and unaligned.",
 		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: NameJobRestartsTotal,
+			Help: "Whole-job restarts by the restart strategy, by the cause of the failure (task, checkpoint or other).",
+		}, []string{"cause"}),
 	}
 	r.mu.operators = make(map[operatorKey]*OperatorCounters)
 
@@ -135,9 +151,12 @@ func New() *Registry {
 	// before the first checkpoint of that mode.
 	r.modes.WithLabelValues(ModeAligned)
 	r.modes.WithLabelValues(ModeUnaligned)
+	for _, c := range []string{CauseTask, CauseCheckpoint, CauseOther} {
+		r.restarts.WithLabelValues(c)
+	}
 
 	r.prom.MustRegister(
-		r.duration, r.size, r.alignment, r.modes, r.switches,
+		r.duration, r.size, r.alignment, r.modes, r.switches, r.restarts,
 		(*checkpointCollector)(r),
 		(*operatorCollector)(r),
 		collectors.NewGoCollector(),
@@ -189,6 +208,13 @@ func (r *Registry) AdaptiveSwitch() {
 	r.switches.Inc()
 }
 
+// JobRestarted records one whole-job restart; cause is CauseTask,
+// CauseCheckpoint or CauseOther.
+func (r *Registry) JobRestarted(cause string) {
+	r.restarts.WithLabelValues(cause).Inc()
+	r.restartsTotal.Add(1)
+}
+
 // AlignmentTime records how long one multi-input task waited between the
 // first and the last barrier of one checkpoint.
 func (r *Registry) AlignmentTime(d time.Duration) {
@@ -219,6 +245,7 @@ func (r *Registry) Summary() Summary {
 		CheckpointsFailed:      r.failed.Load(),
 		LastCheckpointDuration: time.Duration(r.lastDurationNanos.Load()),
 		LastCheckpointBytes:    r.lastBytes.Load(),
+		Restarts:               r.restartsTotal.Load(),
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

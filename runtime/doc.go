@@ -14,7 +14,10 @@
 //     at the barrier; the snapshot worker serialises and writes it later.
 //  3. Call Execute. It returns nil when every task ended and the terminal
 //     checkpoint completed, or when ctx is canceled; otherwise the first
-//     task or checkpoint failure.
+//     task or checkpoint failure (the last one, once Config.Restart allows
+//     no more restarts).
+//  4. Make the Vertex constructors callable again: every restart builds
+//     every task anew.
 //
 // The checkpoint protocol as the runtime carries it out:
 //
@@ -30,4 +33,13 @@
 //   - The snapshot worker writes the snapshot durably and only then acks;
 //     the coordinator completes N when every task acked, the driver writes
 //     COMPLETED-N and then notifies listeners.
+//
+// When a task or a checkpoint fails, Config.Restart decides what follows
+// (restart.go): Execute either returns the failure, or waits, rebuilds every
+// task from the graph and restores the newest checkpoint the job completed.
+// An attempt ends only after its tasks, snapshot workers and driver have
+// stopped, so the next one sees every COMPLETED marker the last one wrote and
+// numbers its checkpoints above every id the last one used. A fresh
+// coordinator per attempt has no rewind floor, which is what
+// checkpoint.Coordinator.Reset would give a long-lived one.
 package runtime

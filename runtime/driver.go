@@ -213,14 +213,17 @@ func (d *driver) apply(e checkpoint.Effect) error {
 			l.NotifyCheckpointAborted(e.ID)
 		}
 		if e.ID == d.terminal {
-			return fmt.Errorf("final checkpoint %d aborted: %w", e.ID, e.Reason)
+			return &CheckpointError{ID: e.ID, Reason: e.Reason, Final: true}
 		}
 		if err := d.store.Discard(e.ID); err != nil {
 			d.log.Warn("discarding aborted checkpoint", "checkpoint", e.ID, "err", err)
 		}
 	case checkpoint.FailJob:
 		d.metrics.CheckpointAborted(true)
-		return fmt.Errorf("checkpoint %d failed: %w", e.ID, e.Reason)
+		// The restart loop (restart.go) rewinds the job to its last
+		// completed checkpoint; until this driver stops, the coordinator
+		// discards what completes above the failed id.
+		return &CheckpointError{ID: e.ID, Reason: e.Reason}
 	}
 	if d.sourcesLeft == 0 && d.terminal == 0 {
 		d.trigger(time.Now(), true)

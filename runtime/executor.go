@@ -76,8 +76,11 @@ type Config struct {
 	// SourceIdleWait is how long a source that reported Idle waits before
 	// it is asked again.
 	SourceIdleWait time.Duration
-	Logger         *slog.Logger
-	Metrics        *metrics.Registry
+	// Restart says whether and when a failed job restarts in this process
+	// (the zero value: never).
+	Restart RestartPolicy
+	Logger  *slog.Logger
+	Metrics *metrics.Registry
 }
 
 // Validate checks the configuration and the graph against each other.
@@ -93,6 +96,9 @@ func (c *Config) validate(g *JobGraph) error {
 	}
 	if c.CheckpointDir == "" && c.CheckpointInterval > 0 {
 		return errors.New("a checkpoint interval needs a checkpoint directory")
+	}
+	if err := c.Restart.Validate(); err != nil {
+		return err
 	}
 	uids := make(map[string]bool, len(g.Vertices))
 	for _, v := range g.Vertices {
@@ -126,7 +132,19 @@ func (c *Config) validate(g *JobGraph) error {
 
 // Execute runs the job in this process until every task has ended and the
 // terminal checkpoint has completed, ctx is canceled (a clean stop: nil), or
-// a task or checkpoint fails (that error).
+// a task or checkpoint fails (that error: a *TaskError, a *CheckpointError,
+// or another failure of the checkpoint driver).
+//
+// With cfg.Restart enabled, a failure does not end the job: Execute tears
+// every task down, waits the policy's delay and runs the job again, every
+// task rebuilt from the graph (the Vertex constructors are called again) and
+// restored from the newest checkpoint this job completed, in any attempt;
+// before the first completes, from cfg.Restore, or from the start. When the
+// budget is spent, it returns the last failure, wrapped with the number of
+// restarts. Errors a restart cannot fix are returned at once (see Fatal):
+// an invalid configuration or graph, a refused restore, a checkpoint
+// directory that cannot be opened. ctx ending stops the loop at once, also
+// during a delay (then the last failure is returned, wrapped).
 func Execute(ctx context.Context, g *JobGraph, cfg Config) error {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -144,10 +162,71 @@ func Execute(ctx context.Context, g *JobGraph, cfg Config) error {
 		cfg.SourceIdleWait = time.Millisecond
 	}
 	if err := cfg.validate(g); err != nil {
-		return err
+		return Fatal(err)
 	}
-	ex := &execution{g: g, cfg: cfg, log: cfg.Logger}
+	j := &job{g: g, cfg: cfg, log: cfg.Logger}
+	if cfg.CheckpointDir != "" {
+		if err := j.openStore(); err != nil {
+			return Fatal(err)
+		}
+	}
+	l := &restartLoop{
+		policy: cfg.Restart, log: cfg.Logger, metrics: cfg.Metrics,
+		attempt: j.attempt, rewind: j.rewind,
+	}
+	return l.run(ctx)
+}
+
+// job is what outlives one attempt of a job: the checkpoint store and the
+// restore point of the next attempt.
+type job struct {
+	g     *JobGraph
+	cfg   Config
+	log   *slog.Logger
+	store *store.Store
+	// initial is the restore point of the first attempt (zero: a fresh
+	// start).
+	initial checkpoint.ID
+	// firstID is the first checkpoint id this job could take: every id at
+	// or above it is one of this job's, whatever the directory held before.
+	firstID checkpoint.ID
+	// restore is the restore point of the next attempt.
+	restore checkpoint.ID
+}
+
+// attempt runs the job once from j.restore. It returns after every task,
+// snapshot worker and the checkpoint driver of the attempt stopped.
+func (j *job) attempt(ctx context.Context) error {
+	ex := &execution{g: j.g, cfg: j.cfg, log: j.log, store: j.store, restore: j.restore}
 	return ex.run(ctx)
+}
+
+// rewind makes the newest checkpoint the job completed, in any attempt, the
+// restore point of the next attempt; without one it keeps the first
+// attempt's. It reads the markers in the directory, not what the driver
+// reported, because a marker can be durable although its driver stopped
+// before it heard so (the restore point must see every durable marker). A
+// checkpoint below firstID belongs to an earlier run whose history this job
+// does not continue, e.g. one newer than an explicitly chosen Restore.
+func (j *job) rewind() (string, error) {
+	if j.store == nil {
+		return "none (no checkpoint directory: starting over)", nil
+	}
+	ids, err := j.store.Completed()
+	if err != nil {
+		return "", err
+	}
+	restore := j.initial
+	for _, id := range ids {
+		if id >= j.firstID {
+			restore = max(restore, id)
+		}
+	}
+	j.restore = restore
+	if restore == 0 {
+		return "none (no checkpoint completed yet: starting over)", nil
+	}
+	return fmt.Sprintf("checkpoint %d", restore), nil
 }
 
 type execution struct {
@@ -163,17 +242,14 @@ type execution struct {
 }
 
 func (ex *execution) run(ctx context.Context) error {
-	if ex.cfg.CheckpointDir != "" {
-		if err := ex.openStore(); err != nil {
-			return err
-		}
-	}
 	done := make(chan struct{})
 	var stopOnce sync.Once
 	stop := func() { stopOnce.Do(func() { close(done) }) }
 	defer stop()
 	if err := ex.build(done); err != nil {
-		return err
+		// The graph, the configuration or the restore point is at fault;
+		// building again would fail the same way.
+		return Fatal(err)
 	}
 
 	// The driver stops before the tasks are torn down: once a job fails or
@@ -224,7 +300,7 @@ func (ex *execution) run(ctx context.Context) error {
 				b.worker.cancel()
 			}
 			if !errors.Is(err, ErrCanceled) {
-				record(fmt.Errorf("task %s: %w", b.name, err))
+				record(&TaskError{Task: b.name, Err: err})
 				stopDriver()
 				stop()
 			}
@@ -249,18 +325,24 @@ func (ex *execution) run(ctx context.Context) error {
 	return firstErr
 }
 
-func (ex *execution) openStore() error {
-	st, err := store.Open(ex.cfg.CheckpointDir, store.Options{Retain: ex.cfg.Retain, Logger: ex.log})
+// openStore opens the checkpoint directory once for every attempt, so that
+// ids stay above everything any attempt wrote, and resolves the first
+// attempt's restore point. Only here is a directory that holds completed
+// checkpoints refused without Restore: a restart starting over finds the
+// incomplete checkpoints of its predecessor, and must not be refused.
+func (j *job) openStore() error {
+	st, err := store.Open(j.cfg.CheckpointDir, store.Options{Retain: j.cfg.Retain, Logger: j.log})
 	if err != nil {
 		return fmt.Errorf("opening checkpoint directory: %w", err)
 	}
-	ex.store = st
-	if ex.cfg.Restore != "" {
-		id, err := st.Resolve(ex.cfg.Restore)
+	j.store = st
+	j.firstID = st.NextID()
+	if j.cfg.Restore != "" {
+		id, err := st.Resolve(j.cfg.Restore)
 		if err != nil {
 			return fmt.Errorf("resolving checkpoint to restore: %w", err)
 		}
-		ex.restore = id
+		j.initial, j.restore = id, id
 	} else {
 		if ids, err := st.Completed(); err != nil {
 			return err
