@@ -72,10 +72,12 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 	var res Result
 	for {
 		restore := ""
+		var newest uint64
 		if ids, err := completed(h.CheckpointDir); err != nil {
 			return res, err
 		} else if len(ids) > 0 {
 			restore = "latest"
+			newest = ids[len(ids)-1]
 		}
 		cmd := h.Command(restore)
 		fault := ""
@@ -105,10 +107,18 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 			if h.MaxDelay > h.MinDelay {
 				d += time.Duration(rng.Int64N(int64(h.MaxDelay - h.MinDelay)))
 			}
-			if fault != "" {
+			switch {
+			case fault != "":
 				d *= 2
+				timer = time.After(d)
+			case len(res.Runs)%4 == 0:
+				// Every fourth run is killed only after it completed a
+				// checkpoint of its own, so that the job makes progress
+				// however slowly a loaded machine starts it.
+				timer = h.afterProgress(ctx, newest, d, exited)
+			default:
+				timer = time.After(d)
 			}
-			timer = time.After(d)
 		}
 		run := Run{Restore: restore, Fault: fault}
 		var werr error
@@ -150,6 +160,36 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 		}
 		return res, nil
 	}
+}
+
+// afterProgress returns a channel that fires d after the checkpoint
+// directory holds a completed checkpoint above newest.
+func (h *Harness) afterProgress(ctx context.Context, newest uint64, d time.Duration, exited <-chan error) <-chan time.Time {
+	fire := make(chan time.Time, 1)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if len(exited) > 0 {
+				return
+			}
+			ids, err := completed(h.CheckpointDir)
+			if err == nil && len(ids) > 0 && ids[len(ids)-1] > newest {
+				break
+			}
+		}
+		select {
+		case <-time.After(d):
+			fire <- time.Now()
+		case <-ctx.Done():
+		}
+	}()
+	return fire
 }
 
 func completed(dir string) ([]uint64, error) {
