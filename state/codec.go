@@ -169,17 +169,14 @@ func (boolCodec) Decode(src []byte) (bool, int, error) {
 // integers are hashed without allocation; other types are hashed from their
 // codec encoding.
 func HasherFor[K any](codec Codec[K]) func(K) uint64 {
-	var zero K
-	switch any(zero).(type) {
-	case string:
+	switch keyHashOf[K]() {
+	case keyHashString:
 		return func(k K) uint64 { return HashString(*(*string)(unsafe.Pointer(&k))) }
-	}
-	switch reflect.TypeFor[K]().Kind() {
-	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint64, reflect.Uintptr:
+	case keyHash64:
 		return func(k K) uint64 { return HashUint64(*(*uint64)(unsafe.Pointer(&k))) }
-	case reflect.Int32:
+	case keyHashInt32:
 		return func(k K) uint64 { return HashUint64(uint64(*(*int32)(unsafe.Pointer(&k)))) }
-	case reflect.Uint32:
+	case keyHashUint32:
 		return func(k K) uint64 { return HashUint64(uint64(*(*uint32)(unsafe.Pointer(&k)))) }
 	}
 	buf := make([]byte, 0, 64)
@@ -187,4 +184,32 @@ func HasherFor[K any](codec Codec[K]) func(K) uint64 {
 		buf = codec.Append(buf[:0], k)
 		return HashBytes(buf)
 	}
+}
+
+// keyHash says how HasherFor hashes keys of a type, so that the memory
+// backend can hash the common key types inline, exactly as HasherFor does.
+type keyHash uint8
+
+const (
+	keyHashCodec  keyHash = iota // HashBytes of the codec's encoding
+	keyHashString                // HashString
+	keyHash64                    // HashUint64 of the 8 bytes
+	keyHashInt32                 // HashUint64 of the sign-extended value
+	keyHashUint32                // HashUint64 of the zero-extended value
+)
+
+func keyHashOf[K any]() keyHash {
+	var zero K
+	if _, ok := any(zero).(string); ok {
+		return keyHashString
+	}
+	switch reflect.TypeFor[K]().Kind() {
+	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint64, reflect.Uintptr:
+		return keyHash64
+	case reflect.Int32:
+		return keyHashInt32
+	case reflect.Uint32:
+		return keyHashUint32
+	}
+	return keyHashCodec
 }

@@ -4,9 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
+	"slices"
 	"time"
+	"unsafe"
 )
 
 // StateOption configures a keyed state.
@@ -28,30 +29,82 @@ func WithClock(now func() int64) StateOption { return func(c *stateConfig) { c.n
 
 func wallMillis() int64 { return time.Now().UnixMilli() }
 
-// cowEntry is one value with the epoch it was last written in (to know
-// whether a capture shares it) and, with TTL, when.
-type cowEntry[V any] struct {
-	v       V
-	epoch   uint64
-	written int64
+// The memory backend keeps a table's entries in one open-addressing hash
+// table per key group (kgTable): linear probing over an array of key-value
+// slots, with a bitmap of the slots in use. The bitmap is 1/128 of the
+// slots' size for 8-byte keys and values, so it stays in the core's cache
+// and a read-modify-write of such a key misses the cache once, on its
+// slot. Keys that == cannot compare in place (strings, whose bytes are
+// elsewhere) get a byte of tag per slot as well, compared first. The write
+// time (with TTL) and the epoch (for values that are cloned before they
+// are changed in place) live in parallel arrays that exist only when the
+// table needs them.
+//
+// A key's stable hash (HasherFor) is mixed once (mix64): the mix gives the
+// key group (as KeyGroupFor does), the home slot (its top 32 bits) and the
+// tag (bits 16 to 22), so an update hashes its key once.
+//
+// Copy-on-write is per key group: Freeze marks every kgTable shared and
+// hands its arrays to the capture; the first write to a shared kgTable
+// copies its arrays, so the capture's arrays are never written again.
+
+// kv is one slot of a kgTable.
+type kv[K comparable, V any] struct {
+	k K
+	v V
 }
 
-type cowShard[K comparable, V any] struct {
-	m map[K]cowEntry[V]
-	// shared: a capture holds m; the next write copies it.
+// kgTable holds the entries of one key group.
+type kgTable[K comparable, V any] struct {
+	slots []kv[K, V]
+	// used has bit i%64 of word i/64 set when slots[i] holds an entry.
+	used []uint64
+	// tags[i] is 7 bits of the hash of slots[i]'s key (| 0x80); only for
+	// keys that are not flat (flatKey).
+	tags []uint8
+	// written[i] is when slots[i] was last written; only with TTL.
+	written []int64
+	// epochs[i] is the epoch slots[i] was last written in; only for tables
+	// whose values are cloned before they are changed in place.
+	epochs []uint64
+	n      int // entries
+	// shared: a capture holds the arrays; the next write copies them.
 	shared bool
 }
 
-// cowTable is the memory backend's table: a map per key group, copied on
-// the first write after a capture.
+// The load factor at which a kgTable grows, and by how much. Most keys
+// (about 70% at 1M keys) sit in their home slot, so that a lookup's branch
+// on the key it compares is predicted right while the slot's cache line is
+// still on its way, and the core goes on to the next record: misses of
+// successive updates overlap. (Comparing a bucket of 4 slots without a
+// branch was slower: the slot index then depends on the loaded keys.)
+// Growing by half keeps the average load (and so the memory per entry)
+// higher than doubling would.
+const (
+	maxLoadNum, maxLoadDen = 4, 5
+	minSlots               = 8
+)
+
+// home returns the slot where a key whose mixed hash is m starts probing in
+// a table of c slots.
+func home(m uint64, c int) int { return int((m >> 32) * uint64(c) >> 32) }
+
+// tagOf returns the tag of a key whose mixed hash is m (never 0).
+func tagOf(m uint64) uint8 { return uint8(m>>16) | 0x80 }
+
+// cowTable is the memory backend's table: a kgTable per key group, copied
+// on the first write after a capture.
 type cowTable[K comparable, V any] struct {
 	name       string
 	keyCodec   Codec[K]
 	valueCodec Codec[V]
 	hash       func(K) uint64
+	keyHash    keyHash
 	maxPar     int
-	rng        KeyGroupRange
-	shards     []cowShard[K, V]
+	// kgMask is maxPar-1 when maxPar is a power of two, else 0.
+	kgMask uint64
+	rng    KeyGroupRange
+	shards []kgTable[K, V]
 	// epoch counts captures; an entry written in an earlier epoch may be
 	// shared with a capture and is copied (clone) before it is changed in
 	// place.
@@ -59,11 +112,24 @@ type cowTable[K comparable, V any] struct {
 	clone func(V) V
 	ttl   int64 // milliseconds; 0: no TTL
 	now   func() int64
-	// lastKey's shard is lastShard (nil until the first lookup); only
-	// used when == on K implies equal encodings (cacheKey).
-	cacheKey  bool
+	// flat: K holds no pointers and == implies equal encodings (flatKey),
+	// so probing compares keys in their slots without tags.
+	flat bool
+	// exact: == on K implies equal encodings (exactEqual), so a key found
+	// by == has the hash of the key looked up, and the lookup cache below
+	// may be used. Otherwise (floats: +0 == -0) a slot matches only if its
+	// key also has the same hash.
+	exact bool
+	// The last lookup (lastShard nil: none), so that the write that follows
+	// a read of the same key does not probe again: lastKey's key group is
+	// lastShard, its mixed hash lastM, and lastIdx its slot (lastFound) or
+	// the empty slot where it would be inserted. Any change that moves
+	// entries (growth, deletion, restore) clears it.
 	lastKey   K
-	lastShard *cowShard[K, V]
+	lastShard *kgTable[K, V]
+	lastM     uint64
+	lastIdx   int
+	lastFound bool
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -84,10 +150,13 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 		return nil, fmt.Errorf("state %q: negative TTL %v", name, cfg.ttl)
 	}
 	t := &cowTable[K, V]{
-		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc),
-		maxPar: b.maxParallelism, rng: b.rng, clone: clone, cacheKey: exactEqual(reflect.TypeFor[K]()),
-		shards: make([]cowShard[K, V], b.rng.End-b.rng.Start),
+		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc), keyHash: keyHashOf[K](),
+		maxPar: b.maxParallelism, rng: b.rng, clone: clone, exact: exactEqual(reflect.TypeFor[K]()), flat: flatKey(reflect.TypeFor[K]()),
+		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start),
 		ttl:    cfg.ttl.Milliseconds(), now: cfg.now,
+	}
+	if mp := uint64(b.maxParallelism); mp&(mp-1) == 0 {
+		t.kgMask = mp - 1
 	}
 	if cfg.ttl > 0 && t.ttl == 0 {
 		t.ttl = 1
@@ -101,38 +170,252 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 // Name implements Table.
 func (t *cowTable[K, V]) Name() string { return t.name }
 
-// shard returns the shard of k, refusing keys outside the subtask's range
-// (a keyed operator fed with records partitioned by another key).
-func (t *cowTable[K, V]) shard(k K) *cowShard[K, V] {
-	// Operators read and then write the same key: remember the last one.
-	if t.cacheKey && t.lastShard != nil && t.lastKey == k {
-		return t.lastShard
+// hashKey returns mix64 of k's stable hash: HasherFor's hash, computed
+// inline for strings and integers.
+func (t *cowTable[K, V]) hashKey(k K) uint64 {
+	var h uint64
+	switch t.keyHash {
+	case keyHash64:
+		h = HashUint64(*(*uint64)(unsafe.Pointer(&k)))
+	case keyHashString:
+		h = HashString(*(*string)(unsafe.Pointer(&k)))
+	case keyHashInt32:
+		h = HashUint64(uint64(*(*int32)(unsafe.Pointer(&k))))
+	case keyHashUint32:
+		h = HashUint64(uint64(*(*uint32)(unsafe.Pointer(&k))))
+	default:
+		h = t.hash(k)
 	}
-	kg := KeyGroupFor(t.hash(k), t.maxPar)
+	return mix64(h)
+}
+
+// keyGroup returns the key group of a key whose mixed hash is m, as
+// KeyGroupFor does.
+func (t *cowTable[K, V]) keyGroup(m uint64) int {
+	if t.kgMask != 0 || t.maxPar == 1 {
+		return int(m & t.kgMask)
+	}
+	return int(m % uint64(t.maxPar))
+}
+
+// find returns the kgTable of k, k's mixed hash, and the slot that holds k
+// (found) or the empty slot where it would be inserted (-1 if the table
+// has no slots). It refuses keys outside the subtask's range (a keyed
+// operator fed with records partitioned by another key).
+func (t *cowTable[K, V]) find(k K) (s *kgTable[K, V], m uint64, i int, found bool) {
+	// Operators read and then write the same key: remember the last one.
+	if t.lastShard != nil && t.exact && t.lastKey == k {
+		return t.lastShard, t.lastM, t.lastIdx, t.lastFound
+	}
+	m = t.hashKey(k)
+	kg := t.keyGroup(m)
 	if !t.rng.Contains(kg) {
 		panic(fmt.Sprintf("state %q: key %v is in key group %d, outside this subtask's range %v (was the stream keyed by the same key?)", t.name, k, kg, t.rng))
 	}
-	t.lastKey, t.lastShard = k, &t.shards[kg-t.rng.Start]
-	return t.lastShard
+	s = &t.shards[kg-t.rng.Start]
+	i, found = t.probe(s, k, m)
+	t.lastKey, t.lastShard, t.lastM, t.lastIdx, t.lastFound = k, s, m, i, found
+	return s, m, i, found
 }
 
-func (t *cowTable[K, V]) expired(e cowEntry[V]) bool {
-	return t.ttl > 0 && t.now()-e.written >= t.ttl
+// probe returns the slot of s that holds k, whose mixed hash is m, or the
+// empty slot where k would be inserted (-1 if s has no slots).
+func (t *cowTable[K, V]) probe(s *kgTable[K, V], k K, m uint64) (int, bool) {
+	slots, used := s.slots, s.used
+	c := len(slots)
+	if c == 0 {
+		return -1, false
+	}
+	// The load factor is below 1: an empty slot ends every probe.
+	i := home(m, c)
+	if t.flat {
+		for {
+			if used[i>>6]&(1<<(i&63)) == 0 {
+				return i, false
+			}
+			if slots[i].k == k {
+				return i, true
+			}
+			if i++; i == c {
+				i = 0
+			}
+		}
+	}
+	tag := tagOf(m)
+	for {
+		if used[i>>6]&(1<<(i&63)) == 0 {
+			return i, false
+		}
+		if s.tags[i] == tag {
+			if sk := slots[i].k; sk == k && (t.exact || t.hashKey(sk) == m) {
+				return i, true
+			}
+		}
+		if i++; i == c {
+			i = 0
+		}
+	}
+}
+
+// bit returns 1 for true and 0 for false.
+func bit(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// isUsed reports whether slot i of s holds an entry.
+func (s *kgTable[K, V]) isUsed(i int) bool { return s.used[i>>6]&(1<<(i&63)) != 0 }
+
+// writable makes s's arrays the table's own, copying them first if a
+// capture holds them.
+func (t *cowTable[K, V]) writable(s *kgTable[K, V]) {
+	if !s.shared {
+		return
+	}
+	s.slots = slices.Clone(s.slots)
+	s.used = slices.Clone(s.used)
+	s.tags = slices.Clone(s.tags)
+	s.written = slices.Clone(s.written)
+	s.epochs = slices.Clone(s.epochs)
+	s.shared = false
+}
+
+// grow replaces s's arrays (shared or not) by larger ones that fit need
+// entries, holding the same entries.
+func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
+	c := max(minSlots, len(s.slots)+len(s.slots)/2)
+	for need*maxLoadDen > c*maxLoadNum {
+		c += c / 2
+	}
+	old := *s
+	s.slots = make([]kv[K, V], c)
+	s.used = make([]uint64, (c+63)/64)
+	s.tags, s.written, s.epochs = nil, nil, nil
+	if !t.flat {
+		s.tags = make([]uint8, c)
+	}
+	if t.ttl > 0 {
+		s.written = make([]int64, c)
+	}
+	if t.clone != nil {
+		s.epochs = make([]uint64, c)
+	}
+	s.shared = false
+	for j := range old.slots {
+		if !old.isUsed(j) {
+			continue
+		}
+		m := t.hashKey(old.slots[j].k)
+		i := home(m, c)
+		for s.isUsed(i) {
+			if i++; i == c {
+				i = 0
+			}
+		}
+		s.used[i>>6] |= 1 << (i & 63)
+		s.slots[i] = old.slots[j]
+		if s.tags != nil {
+			s.tags[i] = tagOf(m)
+		}
+		if s.written != nil {
+			s.written[i] = old.written[j]
+		}
+		if s.epochs != nil {
+			s.epochs[i] = old.epochs[j]
+		}
+	}
+	t.lastShard = nil
+}
+
+// insert adds k, whose mixed hash is m, to s, which does not hold it; i is
+// the empty slot probe returned for it. It returns k's slot, holding the
+// zero value; the caller sets the value and the entry's write time and
+// epoch.
+func (t *cowTable[K, V]) insert(s *kgTable[K, V], k K, m uint64, i int) int {
+	if (s.n+1)*maxLoadDen > len(s.slots)*maxLoadNum {
+		t.grow(s, s.n+1)
+		i, _ = t.probe(s, k, m)
+	} else {
+		t.writable(s)
+	}
+	s.used[i>>6] |= 1 << (i & 63)
+	if s.tags != nil {
+		s.tags[i] = tagOf(m)
+	}
+	s.slots[i].k = k
+	s.n++
+	t.lastKey, t.lastShard, t.lastM, t.lastIdx, t.lastFound = k, s, m, i, true
+	return i
+}
+
+// touch records a write of slot i of s (which is writable).
+func (t *cowTable[K, V]) touch(s *kgTable[K, V], i int) {
+	if s.written != nil {
+		s.written[i] = t.now()
+	}
+	if s.epochs != nil {
+		s.epochs[i] = t.epoch
+	}
+}
+
+// deleteAt removes the entry in slot i of s (which is writable), moving
+// back the entries after it that probing would otherwise no longer reach.
+func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
+	c := len(s.slots)
+	for j := i; ; {
+		if j++; j == c {
+			j = 0
+		}
+		if !s.isUsed(j) {
+			break
+		}
+		// The entry at j may move to i unless its home lies in (i, j]
+		// cyclically: then i is before its home.
+		h := home(t.hashKey(s.slots[j].k), c)
+		if i < j && (h <= i || h > j) || j < i && h <= i && h > j {
+			s.slots[i] = s.slots[j]
+			if s.tags != nil {
+				s.tags[i] = s.tags[j]
+			}
+			if s.written != nil {
+				s.written[i] = s.written[j]
+			}
+			if s.epochs != nil {
+				s.epochs[i] = s.epochs[j]
+			}
+			i = j
+		}
+	}
+	s.used[i>>6] &^= 1 << (i & 63)
+	s.slots[i] = kv[K, V]{}
+	s.n--
+	t.lastShard = nil
+}
+
+// live reports whether slot i of s has not expired.
+func (t *cowTable[K, V]) live(s *kgTable[K, V], i int) bool {
+	return t.ttl == 0 || t.now()-s.written[i] < t.ttl
+}
+
+// drop deletes the expired entry in slot i of s, as WithTTL says.
+func (t *cowTable[K, V]) drop(s *kgTable[K, V], i int) {
+	t.writable(s)
+	t.deleteAt(s, i)
 }
 
 func (t *cowTable[K, V]) get(k K) (V, bool) {
-	s := t.shard(k)
-	e, ok := s.m[k]
-	if ok && t.expired(e) {
-		// Dropped on access, as WithTTL says.
-		delete(t.writable(s), k)
+	s, _, i, ok := t.find(k)
+	if ok && t.ttl > 0 && !t.live(s, i) {
+		t.drop(s, i)
 		ok = false
 	}
 	if !ok {
 		var zero V
 		return zero, false
 	}
-	return e.v, true
+	return s.slots[i].v, true
 }
 
 // exactEqual reports whether == on values of t implies equal encodings,
@@ -154,74 +437,94 @@ func exactEqual(t reflect.Type) bool {
 	return true
 }
 
-// writable returns the shard's map, copying it first if a capture holds it.
-func (t *cowTable[K, V]) writable(s *cowShard[K, V]) map[K]cowEntry[V] {
-	if s.m == nil {
-		s.m = make(map[K]cowEntry[V])
-	} else if s.shared {
-		s.m = maps.Clone(s.m)
-	}
-	s.shared = false
-	return s.m
-}
-
 func (t *cowTable[K, V]) put(k K, v V) {
-	s := t.shard(k)
-	m := t.writable(s)
-	e := cowEntry[V]{v: v, epoch: t.epoch}
-	if t.ttl > 0 {
-		e.written = t.now()
+	s, m, i, ok := t.find(k)
+	if ok {
+		t.writable(s)
+	} else {
+		i = t.insert(s, k, m, i)
 	}
-	m[k] = e
+	s.slots[i].v = v
+	t.touch(s, i)
 }
 
 func (t *cowTable[K, V]) del(k K) {
-	s := t.shard(k)
-	if _, ok := s.m[k]; !ok {
+	s, _, i, ok := t.find(k)
+	if !ok {
 		return
 	}
-	delete(t.writable(s), k)
+	t.writable(s)
+	t.deleteAt(s, i)
 }
 
 // update changes the value of k in place through f, which gets a value
 // it may modify (cloned first if a capture may share it) and whether k had
 // one; f returns the new value, or keep=false to delete k.
 func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
-	s := t.shard(k)
-	e, ok := s.m[k]
-	if ok && t.expired(e) {
+	s, m, i, ok := t.find(k)
+	if ok && t.ttl > 0 && !t.live(s, i) {
+		t.drop(s, i)
 		ok = false
-		var zero V
-		e.v = zero
 	}
-	v := e.v
-	if ok && e.epoch != t.epoch && t.clone != nil {
-		v = t.clone(v)
+	var v V
+	if ok {
+		v = s.slots[i].v
+		if t.clone != nil && s.epochs[i] != t.epoch {
+			v = t.clone(v)
+		}
 	}
 	nv, keep := f(v, ok)
 	if !keep {
 		if ok {
-			delete(t.writable(s), k)
+			t.writable(s)
+			t.deleteAt(s, i)
 		}
 		return
 	}
-	m := t.writable(s)
-	ne := cowEntry[V]{v: nv, epoch: t.epoch}
-	if t.ttl > 0 {
-		ne.written = t.now()
+	if ok {
+		t.writable(s)
+	} else {
+		// A drop above moved entries: probe again.
+		i, _ = t.probe(s, k, m)
+		i = t.insert(s, k, m, i)
 	}
-	m[k] = ne
+	s.slots[i].v = nv
+	t.touch(s, i)
 }
 
+// rangeKeys calls f for every live entry until f returns false. f may
+// write the table: each key group is iterated as it was when its turn
+// came (a write during the iteration copies it first, as after a capture).
 func (t *cowTable[K, V]) rangeKeys(f func(K, V) bool) {
-	for i := range t.shards {
-		for k, e := range t.shards[i].m {
-			if t.expired(e) {
+	for g := range t.shards {
+		s := &t.shards[g]
+		if s.n == 0 {
+			continue
+		}
+		slots, used, written := s.slots, s.used, s.written
+		wasShared, epoch := s.shared, t.epoch
+		s.shared = true
+		now := int64(0)
+		if t.ttl > 0 {
+			now = t.now()
+		}
+		stop := false
+		for i := range slots {
+			if used[i>>6]&(1<<(i&63)) == 0 || t.ttl > 0 && now-written[i] >= t.ttl {
 				continue
 			}
-			if !f(k, e.v) {
-				return
+			if !f(slots[i].k, slots[i].v) {
+				stop = true
+				break
 			}
+		}
+		// Unless f wrote this key group (which copied it) or captured the
+		// state, it is as it was.
+		if t.epoch == epoch && &s.slots[0] == &slots[0] {
+			s.shared = wasShared
+		}
+		if stop {
+			return
 		}
 	}
 }
@@ -229,29 +532,31 @@ func (t *cowTable[K, V]) rangeKeys(f func(K, V) bool) {
 func (t *cowTable[K, V]) len() int {
 	n := 0
 	for i := range t.shards {
-		n += len(t.shards[i].m)
+		n += t.shards[i].n
 	}
 	return n
 }
 
-// Freeze implements Table: every shard becomes shared, and entries written
-// from now on belong to a new epoch.
+// Freeze implements Table: every key group becomes shared, and entries
+// written from now on belong to a new epoch.
 func (t *cowTable[K, V]) Freeze() FrozenTable {
-	f := &frozenCow[K, V]{t: t, shards: make([]map[K]cowEntry[V], len(t.shards))}
+	f := &frozenCow[K, V]{t: t, shards: make([]kgTable[K, V], len(t.shards))}
 	if t.ttl > 0 {
 		f.now = t.now()
 	}
 	for i := range t.shards {
-		f.shards[i] = t.shards[i].m
 		t.shards[i].shared = true
+		f.shards[i] = t.shards[i]
 	}
 	t.epoch++
 	return f
 }
 
+// frozenCow holds the arrays of every key group at a capture; the table
+// never writes them again (it copies a shared kgTable first).
 type frozenCow[K comparable, V any] struct {
 	t      *cowTable[K, V]
-	shards []map[K]cowEntry[V]
+	shards []kgTable[K, V]
 	now    int64
 }
 
@@ -263,14 +568,21 @@ func (f *frozenCow[K, V]) AppendGroup(dst []byte, kg int) ([]byte, int) {
 	if !t.rng.Contains(kg) {
 		return dst, 0
 	}
+	s := &f.shards[kg-t.rng.Start]
 	n := 0
-	for k, e := range f.shards[kg-t.rng.Start] {
-		if t.ttl > 0 && f.now-e.written >= t.ttl {
+	for i := range s.slots {
+		if !s.isUsed(i) {
 			continue
 		}
-		dst = t.keyCodec.Append(dst, k)
-		dst = t.valueCodec.Append(dst, e.v)
-		dst = binary.AppendVarint(dst, e.written)
+		var w int64
+		if t.ttl > 0 {
+			if w = s.written[i]; f.now-w >= t.ttl {
+				continue
+			}
+		}
+		dst = t.keyCodec.Append(dst, s.slots[i].k)
+		dst = t.valueCodec.Append(dst, s.slots[i].v)
+		dst = binary.AppendVarint(dst, w)
 		n++
 	}
 	return dst, n
@@ -281,8 +593,14 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 	if !t.rng.Contains(kg) {
 		return nil
 	}
+	t.lastShard = nil
+	defer func() { t.lastShard = nil }()
 	s := &t.shards[kg-t.rng.Start]
-	m := t.writable(s)
+	// Make room for the entries up front; every entry takes at least one
+	// byte, so data bounds what a corrupt count can reserve.
+	if need := s.n + min(entries, len(data)); need*maxLoadDen > len(s.slots)*maxLoadNum {
+		t.grow(s, need)
+	}
 	for i := 0; i < entries; i++ {
 		k, n, err := t.keyCodec.Decode(data)
 		if err != nil {
@@ -299,18 +617,51 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 			return fmt.Errorf("key group %d, entry %d: decoding write time: %w", kg, i, ErrShortBuffer)
 		}
 		data = data[n:]
-		e := cowEntry[V]{v: v, epoch: t.epoch, written: w}
-		if t.ttl > 0 && e.written == 0 {
-			// Written without TTL: the clock starts at the restore.
-			e.written = t.now()
-		}
-		if got := KeyGroupFor(t.hash(k), t.maxPar); got != kg {
+		m := t.hashKey(k)
+		if got := t.keyGroup(m); got != kg {
 			return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", kg, i, got)
 		}
-		m[k] = e
+		j, ok := t.probe(s, k, m)
+		if ok {
+			t.writable(s)
+		} else {
+			j = t.insert(s, k, m, j)
+		}
+		s.slots[j].v = v
+		if s.written != nil {
+			if w == 0 {
+				// Written without TTL: the clock starts at the restore.
+				w = t.now()
+			}
+			s.written[j] = w
+		}
+		if s.epochs != nil {
+			s.epochs[j] = t.epoch
+		}
 	}
 	if len(data) != 0 {
 		return fmt.Errorf("key group %d: %d bytes left after %d entries", kg, len(data), entries)
 	}
 	return nil
+}
+
+// flatKey reports whether keys of type t compare with == in their slots
+// alone: they hold no pointers (a string's bytes are elsewhere) and ==
+// implies equal encodings (exactEqual).
+func flatKey(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	case reflect.Array:
+		return flatKey(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if !flatKey(t.Field(i).Type) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
