@@ -14,6 +14,9 @@
 //	<dir>/CONFIRMED-<N>         every sink whose commit cannot be repeated
 //	                            has committed checkpoint N
 //	<dir>/receipts/             commit receipts, created on first use
+//	<dir>/shared/               files of incremental checkpoints (Pebble's
+//	                            sstables), each listed by the snapshots
+//	                            that need it (SharedRefsState)
 //
 // N is decimal without leading zeros. A file being written is named
 // ".<final-name>.part" beside its final name, so a crash never leaves
@@ -32,6 +35,8 @@
 //  2. When every task has acked, the coordinator calls WriteCompleted(N).
 //     It must not be called earlier: the marker is what makes N a restore
 //     point, and restore trusts that every snapshot of N is on disk.
+//     Files a task's snapshot of N will list go into shared/ through
+//     SharedFor(N), before the snapshot is written.
 //  3. If N is aborted instead, the coordinator calls Discard(N).
 //  4. Once the sinks have committed N, a job whose sinks cannot repeat a
 //     commit calls WriteConfirmed(N).
@@ -53,4 +58,10 @@
 //     reused and two incarnations never mix files under one id.
 //   - Retention never removes anything at or above the oldest checkpoint it
 //     keeps.
+//   - A shared file is deleted only when no remaining checkpoint lists it
+//     and no checkpoint in flight has put or found it through SharedFor.
+//     Retention deletes the files the purged checkpoints listed, those of
+//     discarded checkpoints, and, once per Store, whatever an earlier
+//     process left that nothing lists. The pins live in the Store: every
+//     upload of a job must go through the Store that applies retention.
 package store

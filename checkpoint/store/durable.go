@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -76,13 +77,26 @@ func WriteFileDurable(fs vfs.FS, path string, data []byte, fsync bool) error {
 // writeFileDurable is WriteFileDurable that also returns the directory sync
 // error it ignored, so that a Store can log it.
 func writeFileDurable(fs vfs.FS, path string, data []byte, fsync bool) (dirErr, err error) {
-	dir, base := fs.PathDir(path), fs.PathBase(path)
-	tmp := fs.PathJoin(dir, tempPrefix+base+tempSuffix)
-
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
+	tmp := fs.PathJoin(fs.PathDir(path), tempPrefix+fs.PathBase(path)+tempSuffix)
+	create := func() (vfs.File, error) {
+		f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
+		}
+		if err := writeAll(f, data); err != nil {
+			return f, fmt.Errorf("writing %s: %w", tmp, pathCause(err))
+		}
+		return f, nil
 	}
+	return writeDurable(fs, path, tmp, create, fsync)
+}
+
+// writeDurable is the sequence of WriteFileDurable after the temp file tmp
+// has been given its content: create makes tmp and fills it, returning the
+// open file to sync (also with an error, so that it is closed and tmp
+// removed); then sync, close, rename to path, sync the directory.
+func writeDurable(fs vfs.FS, path, tmp string, create func() (vfs.File, error), fsync bool) (dirErr, err error) {
+	f, err := create()
 	abort := func(err error) (error, error) {
 		if f != nil {
 			_ = f.Close()
@@ -90,8 +104,11 @@ func writeFileDurable(fs vfs.FS, path string, data []byte, fsync bool) (dirErr, 
 		_ = fs.Remove(tmp)
 		return nil, err
 	}
-	if err := writeAll(f, data); err != nil {
-		return abort(fmt.Errorf("writing %s: %w", tmp, pathCause(err)))
+	if err != nil {
+		if f == nil {
+			return nil, err
+		}
+		return abort(err)
 	}
 	if err := fault.Point(FaultBeforeSync); err != nil {
 		return abort(fmt.Errorf("writing %s: %w", path, err))
@@ -116,11 +133,83 @@ func writeFileDurable(fs vfs.FS, path string, data []byte, fsync bool) (dirErr, 
 		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	if fsync {
-		if err := syncDir(fs, dir); err != nil {
+		if err := syncDir(fs, fs.PathDir(path)); err != nil {
 			return err, nil
 		}
 	}
 	return nil, nil
+}
+
+// copyFileDurable stores the local file at src (read with the operating
+// system, streamed, never whole in memory) at path in fs with the sequence
+// and guarantees of WriteFileDurable, under the temp name tmp (a base name
+// in path's directory that isTemp accepts, unique per concurrent call). When
+// fs is the operating system's and src is on the same filesystem, the temp
+// file is a hard link to src instead of a copy, and syncing it makes src's
+// data durable; the caller must never change src afterwards.
+func copyFileDurable(fs vfs.FS, path, tmpBase, src string, fsync bool) (dirErr, err error) {
+	tmp := fs.PathJoin(fs.PathDir(path), tmpBase)
+	if isOSFS(fs) {
+		_ = fs.Remove(tmp) // a leftover of a crashed run
+		if err := os.Link(src, tmp); err == nil {
+			create := func() (vfs.File, error) {
+				// fsync through a descriptor of the linked inode: its
+				// data was written by another writer that never synced.
+				f, err := fs.OpenReadWrite(tmp, vfs.WriteCategoryUnspecified)
+				if err != nil {
+					_ = fs.Remove(tmp)
+					return nil, fmt.Errorf("opening %s: %w", tmp, pathCause(err))
+				}
+				return f, nil
+			}
+			return writeDurable(fs, path, tmp, create, fsync)
+		}
+		// Another filesystem, or links are not supported: copy.
+	}
+	create := func() (vfs.File, error) {
+		in, err := os.Open(src)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", src, pathCause(err))
+		}
+		defer in.Close()
+		f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
+		}
+		if err := copyAll(f, in); err != nil {
+			return f, fmt.Errorf("copying %s to %s: %w", src, tmp, pathCause(err))
+		}
+		return f, nil
+	}
+	return writeDurable(fs, path, tmp, create, fsync)
+}
+
+// isOSFS reports whether fs is the operating system's filesystem, so that
+// its paths and local paths name the same files. Wrappers are not looked
+// through: one may map paths or inject errors.
+func isOSFS(fs vfs.FS) bool { return fs == vfs.Default }
+
+// copyAll streams r into f through a writeChunk buffer.
+func copyAll(f vfs.File, r io.Reader) error {
+	buf := make([]byte, writeChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			w, werr := f.Write(buf[:n])
+			if werr == nil && w != n {
+				werr = fmt.Errorf("short write: %d of %d bytes", w, n)
+			}
+			if werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // writeAll writes data through a scratch buffer; see writeChunk.

@@ -24,6 +24,9 @@ func (s *Store) Discard(id checkpoint.ID) error {
 		return fmt.Errorf("discarding checkpoint %d: %w", id, pathCause(err))
 	}
 	s.drop(id)
+	// What id uploaded is deleted by the next retention unless another
+	// checkpoint lists it.
+	s.shared.release(id, true)
 	if err := s.fs.RemoveAll(s.chkDir(id)); err != nil {
 		return fmt.Errorf("discarding checkpoint %d: %w", id, pathCause(err))
 	}

@@ -70,7 +70,7 @@ func (o Options) withDefaults() Options {
 // concurrent use: subtasks write their snapshots in parallel while the
 // coordinator writes markers.
 //
-// Lock order: structMu before dirs.
+// Lock order: structMu before dirs, structMu before shared.
 type Store struct {
 	dir    string
 	fs     vfs.FS
@@ -86,8 +86,12 @@ type Store struct {
 	// exist: marker writes, Discard and retention. Snapshot writes do not
 	// take it.
 	structMu sync.Mutex
-	// sharedMu serialises Shared.Put; it is never held with another lock.
-	sharedMu sync.Mutex
+	// shared pins the shared files of checkpoints in flight (see Shared).
+	shared sharedPins
+	// tempSeq numbers the temp files of Shared.Put.
+	tempSeq atomic.Uint64
+	// sharedDirMade: shared/ exists and its entry was synced.
+	sharedDirMade atomic.Bool
 
 	dirs struct {
 		sync.Mutex
@@ -146,6 +150,7 @@ func newStore(dir string, opts Options) *Store {
 	s := &Store{dir: dir, fs: opts.FS, retain: opts.Retain, log: opts.Logger}
 	s.dirs.made = make(map[checkpoint.ID]bool)
 	s.dirs.dropped = make(map[checkpoint.ID]bool)
+	s.shared.init()
 	return s
 }
 
@@ -360,7 +365,12 @@ func (s *Store) WriteCompleted(id checkpoint.ID) error {
 		return fmt.Errorf("writing %s%d: checkpoint directory %s does not exist", completedPrefix, id, dir)
 	}
 	s.noteID(id)
-	return s.writeMarker(completedPrefix, id)
+	if err := s.writeMarker(completedPrefix, id); err != nil {
+		return err
+	}
+	// The snapshots of id list the shared files it pinned.
+	s.shared.release(id, false)
+	return nil
 }
 
 // WriteConfirmed durably writes the CONFIRMED-<id> marker, recording that
