@@ -5,7 +5,9 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
+	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/runtime"
 	"github.com/clinkstream/clink/state"
@@ -95,22 +97,96 @@ func (rs restoreState) fileStates() []*state.FileState {
 	return out
 }
 
-// backendSnapshot freezes a keyed operator's backend and returns the step
-// that persists it on the snapshot worker: key-group data for the memory
-// backend; shared files, inline files and their list for file-based ones.
-func backendSnapshot(uid string, b state.Backend, shared *store.Shared, wm int64) (func() (*store.OperatorSnapshot, error), error) {
+// backendCaptures is embedded in the chain members that hold a state
+// backend. It remembers the captures the snapshot worker has not begun to
+// persist, so that the capture of a checkpoint that is aborted (or
+// subsumed by a newer one that completed) is discarded at once: a Pebble
+// capture's hard links would otherwise keep compacted files on disk, and
+// persisting it would upload files for nothing. It implements
+// listenerMember; the driver calls it concurrently with the task and the
+// snapshot worker.
+type backendCaptures struct {
+	mu      sync.Mutex
+	pending map[checkpoint.ID]state.Captured
+}
+
+func (bc *backendCaptures) add(id checkpoint.ID, c state.Captured) {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if bc.pending == nil {
+		bc.pending = map[checkpoint.ID]state.Captured{}
+	}
+	bc.pending[id] = c
+}
+
+// take removes the capture of id before it is persisted; false if it was
+// discarded.
+func (bc *backendCaptures) take(id checkpoint.ID) bool {
+	bc.mu.Lock()
+	defer bc.mu.Unlock()
+	if _, ok := bc.pending[id]; !ok {
+		return false
+	}
+	delete(bc.pending, id)
+	return true
+}
+
+// discard drops the pending captures of the ids keep refuses.
+func (bc *backendCaptures) discard(drop func(checkpoint.ID) bool) {
+	bc.mu.Lock()
+	var cs []state.Captured
+	for id, c := range bc.pending {
+		if drop(id) {
+			cs = append(cs, c)
+			delete(bc.pending, id)
+		}
+	}
+	bc.mu.Unlock()
+	for _, c := range cs {
+		if d, ok := c.(interface{ Discard() error }); ok {
+			// A capture that cannot be removed now goes with the
+			// backend's working directory at Close; nothing depends on it.
+			_ = d.Discard()
+		}
+	}
+}
+
+// notifyComplete implements listenerMember: a capture still pending for an
+// older checkpoint belongs to one that is subsumed.
+func (bc *backendCaptures) notifyComplete(id checkpoint.ID) {
+	bc.discard(func(p checkpoint.ID) bool { return p < id })
+}
+
+// notifyAborted implements listenerMember.
+func (bc *backendCaptures) notifyAborted(id checkpoint.ID) {
+	bc.discard(func(p checkpoint.ID) bool { return p == id })
+}
+
+// backendSnapshot freezes a keyed operator's backend for checkpoint id and
+// returns the step that persists it on the snapshot worker: key-group data
+// for the memory backend; shared files, inline files and their list for
+// file-based ones. The capture waits in captures until the step runs.
+func backendSnapshot(uid string, id checkpoint.ID, b state.Backend, shared *store.Shared, wm int64, captures *backendCaptures) (func() (*store.OperatorSnapshot, error), error) {
 	c, err := b.Capture()
 	if err != nil {
 		return nil, err
 	}
+	captures.add(id, c)
 	return func() (*store.OperatorSnapshot, error) {
+		if !captures.take(id) {
+			return nil, fmt.Errorf("checkpoint %d was aborted: its capture of %s was discarded", id, uid)
+		}
 		s := &store.OperatorSnapshot{UID: uid, Watermark: wm}
 		var groups []state.KeyGroupData
 		if fc, ok := c.(state.FileCaptured); ok {
 			if shared == nil {
+				if d, ok := c.(interface{ Discard() error }); ok {
+					_ = d.Discard()
+				}
 				return nil, fmt.Errorf("the %s state backend needs a checkpoint directory for its files", b.Name())
 			}
-			fs, err := fc.PersistFiles(shared)
+			// Files are pinned for id until it completes or is discarded.
+			fs, err := fc.PersistFiles(shared.For(id))
 			if err != nil {
 				return nil, err
 			}

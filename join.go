@@ -123,6 +123,7 @@ type joinMember[K comparable, A, B any] struct {
 	left         *state.MapState[K, int64, []A]
 	right        *state.MapState[K, int64, []B]
 	timers       *state.Timers[K]
+	backendCaptures
 }
 
 func (m *joinMember[K, A, B]) leftAt(k K, ts int64) []A {
@@ -197,8 +198,8 @@ func (m *joinMember[K, A, B]) snapshot(id checkpoint.ID) (*store.OperatorSnapsho
 	return build()
 }
 
-func (m *joinMember[K, A, B]) deferredSnapshot(checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
-	return backendSnapshot(m.name, m.backend, m.shared, m.wm)
+func (m *joinMember[K, A, B]) deferredSnapshot(id checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
+	return backendSnapshot(m.name, id, m.backend, m.shared, m.wm, &m.backendCaptures)
 }
 
 func (m *joinMember[K, A, B]) endOfInput() error { return nil }

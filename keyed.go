@@ -115,6 +115,7 @@ type keyedMember[K comparable, V any] struct {
 	shared   *store.Shared
 	opts     *Options
 	ctx      *KeyedContext[K, V]
+	backendCaptures
 	// onTimer runs a fired timer of ctx.key at ctx.ts; nil: timers fire
 	// silently.
 	onTimer func(domain TimeDomain) error
@@ -182,8 +183,8 @@ func (m *keyedMember[K, V]) snapshot(id checkpoint.ID) (*store.OperatorSnapshot,
 }
 
 // deferredSnapshot freezes the backend and returns the encoding step.
-func (m *keyedMember[K, V]) deferredSnapshot(checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
-	return backendSnapshot(m.name, m.backend, m.shared, runtime.MinWatermark)
+func (m *keyedMember[K, V]) deferredSnapshot(id checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
+	return backendSnapshot(m.name, id, m.backend, m.shared, runtime.MinWatermark, &m.backendCaptures)
 }
 
 func (m *keyedMember[K, V]) endOfInput() error { return nil }

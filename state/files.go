@@ -5,11 +5,14 @@ package state
 // checkpoint that still needs it (incremental checkpoints). The runtime
 // provides it, backed by the checkpoint directory's shared/ folder.
 type SharedFiles interface {
-	// Put copies the local file at path into shared storage under name,
+	// Put stores the local file at path in shared storage under name,
 	// durably, unless a file of that name is already there. Names must be
-	// unique for their content: a backend includes a token of its run.
+	// unique for their content: a backend includes a token of its run. Put
+	// may hard-link the file, so it must never change afterwards.
 	Put(name, path string) error
-	// Has reports whether a file of that name is stored.
+	// Has reports whether a file of that name is stored. A backend calls
+	// Has (or Put) for every file its checkpoint will list: the shared
+	// files of one checkpoint keep them from being collected meanwhile.
 	Has(name string) bool
 	// Path returns the local path of a stored file, to read or hard-link.
 	Path(name string) (string, error)

@@ -28,9 +28,11 @@ type Backend struct {
 	token string
 	work  string // working directory, removed at Close
 	dbDir string
-	cache *pebble.Cache // owned when opts.BlockCache is nil
-	db    *pebble.DB
-	store *store
+	cache *pebble.Cache
+	// cacheKind says how cache was obtained, so Close gives it back.
+	cacheKind uint8
+	db        *pebble.DB
+	store     *store
 	// tables are the registered tables, byName their names.
 	tables []state.BytesTable
 	byName map[string]bool
@@ -102,23 +104,46 @@ func (b *Backend) Open(r state.KeyGroupRange, maxParallelism int) error {
 	}
 	b.token, b.work, b.dbDir = hex.EncodeToString(tok[:]), work, filepath.Join(work, "db")
 	b.rng, b.maxParallelism = r, maxParallelism
-	if b.opts.BlockCache != nil {
-		b.cache = b.opts.BlockCache
+	switch {
+	case b.opts.BlockCache != nil:
+		b.cache, b.cacheKind = b.opts.BlockCache, cacheGiven
 		b.cache.Ref()
-	} else {
-		b.cache = pebble.NewCache(b.opts.BlockCacheBytes)
+	case b.opts.BlockCacheBytes > 0:
+		b.cache, b.cacheKind = pebble.NewCache(b.opts.BlockCacheBytes), cacheOwn
+	default:
+		b.cache, b.cacheKind = acquireBlockCache(), cacheProcess
 	}
 	db, err := pebble.Open(b.dbDir, b.pebbleOptions(false))
 	if err != nil {
-		b.cache.Unref()
+		b.releaseCache()
 		os.RemoveAll(work)
 		return fmt.Errorf("opening pebble state backend: %w", err)
 	}
 	b.db = db
 	b.store = newStore(b.opts.CacheBytes)
+	if b.opts.CacheBytes == 0 {
+		joinBudget(b.store)
+	}
 	b.store.db = db
 	b.opened = true
 	return nil
+}
+
+// How a Backend got its block cache.
+const (
+	cacheGiven   uint8 = iota // Options.BlockCache: a reference taken
+	cacheOwn                  // Options.BlockCacheBytes: its own
+	cacheProcess              // the process's shared cache
+)
+
+// releaseCache gives the block cache back.
+func (b *Backend) releaseCache() {
+	if b.cacheKind == cacheProcess {
+		releaseBlockCache()
+	} else {
+		b.cache.Unref()
+	}
+	b.cache = nil
 }
 
 // pebbleOptions returns the options of the working DB, or of a read-only
@@ -240,7 +265,10 @@ func (b *Backend) Close() error {
 		}
 		b.db = nil
 	}
-	b.cache.Unref()
+	b.releaseCache()
+	if b.opts.CacheBytes == 0 {
+		leaveBudget(b.store)
+	}
 	if err := os.RemoveAll(b.work); err != nil {
 		errs = append(errs, err)
 	}

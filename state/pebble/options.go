@@ -17,14 +17,18 @@ type Options struct {
 	// a checkpoint, so the runtime may clear Dir when the process starts.
 	Dir string
 	// CacheBytes bounds the cache of hot entries the backend keeps in front
-	// of Pebble (default 64 MiB). Reads and writes of cached keys do not
-	// reach Pebble until the entry is evicted or the backend is captured.
+	// of Pebble. Reads and writes of cached keys do not reach Pebble until
+	// the entry is evicted or the backend is captured. Zero: an equal share
+	// of the process's budget (DefaultProcessCacheBytes) among the backends
+	// open that did not set it, between MinCacheBytes and MaxCacheBytes.
 	CacheBytes int64
-	// BlockCache is Pebble's block cache; set it to share one cache among
-	// the backends of a process. Nil: each backend has its own cache of
-	// BlockCacheBytes (default 32 MiB).
+	// BlockCache is Pebble's block cache, owned by the caller (the backend
+	// takes a reference while it is open).
 	BlockCache *pebble.Cache
-	// BlockCacheBytes is the size of the backend's own block cache.
+	// BlockCacheBytes, if set, gives the backend a block cache of its own
+	// of this size. With neither BlockCache nor BlockCacheBytes, the
+	// backends of the process share one block cache
+	// (DefaultProcessBlockCacheBytes), freed when the last one closes.
 	BlockCacheBytes int64
 	// MemTableBytes is the size of Pebble's memtable (default 16 MiB).
 	MemTableBytes int64
@@ -37,9 +41,7 @@ type Options struct {
 }
 
 const (
-	defaultCacheBytes      = 64 << 20
-	defaultBlockCacheBytes = 32 << 20
-	defaultMemTableBytes   = 16 << 20
+	defaultMemTableBytes = 16 << 20
 )
 
 // Validate reports settings that cannot work.
@@ -63,12 +65,6 @@ func (o Options) Validate() error {
 }
 
 func (o Options) withDefaults() Options {
-	if o.CacheBytes == 0 {
-		o.CacheBytes = defaultCacheBytes
-	}
-	if o.BlockCache == nil && o.BlockCacheBytes == 0 {
-		o.BlockCacheBytes = defaultBlockCacheBytes
-	}
 	if o.MemTableBytes == 0 {
 		o.MemTableBytes = defaultMemTableBytes
 	}

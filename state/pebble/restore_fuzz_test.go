@@ -17,6 +17,7 @@ func FuzzRestore(f *testing.F) {
 	if err := b.Open(full(maxP), maxP); err != nil {
 		f.Fatal(err)
 	}
+	f.Cleanup(func() { b.Close() })
 	fx := newFixture(f, b)
 	for i := range 8 {
 		fx.write(i, int64(i))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -27,7 +28,9 @@ type store struct {
 	// some that have been flushed by an eviction since: their flag says).
 	dirty []*entry
 	size  int64 // estimated bytes held by entries
-	limit int64
+	// limit bounds size; it changes when the process's entry-cache budget
+	// is shared anew (see joinBudget), from another goroutine.
+	limit atomic.Int64
 	// last is the entry of the last Get or Set: operators read a key and
 	// then write it, and the second lookup would miss the CPU caches.
 	// Evictions forget it.
@@ -57,7 +60,9 @@ const (
 const entryOverhead = 96
 
 func newStore(limit int64) *store {
-	return &store{entries: make(map[string]*entry), limit: limit}
+	s := &store{entries: make(map[string]*entry)}
+	s.limit.Store(limit)
+	return s
 }
 
 func (s *store) cost(e *entry) int64 { return int64(len(e.key)+cap(e.val)) + entryOverhead }
@@ -125,7 +130,7 @@ func (s *store) commit(b *pebble.Batch) error {
 
 // add caches a key read from Pebble, making room first.
 func (s *store) add(key, val []byte, flags uint8) (*entry, error) {
-	if s.size > s.limit {
+	if s.size > s.limit.Load() {
 		if err := s.evict(); err != nil {
 			return nil, err
 		}
@@ -264,7 +269,8 @@ func (s *store) flush() error {
 // pass (a second chance, as CLOCK), in the random order Go iterates maps
 // in. Dirty entries it drops are written to Pebble in one batch.
 func (s *store) evict() error {
-	target := s.limit - s.limit/4
+	limit := s.limit.Load()
+	target := limit - limit/4
 	s.last = nil
 	b := s.db.NewBatch()
 	defer b.Close()
