@@ -85,6 +85,18 @@ var rules = []rule{
 		why:    "the SQL syntax tree imports nothing of clink's",
 	},
 	{
+		pkg:    "sql/types",
+		forbid: []string{"..."},
+		allow:  []string{"sql/ast", "connector/changelog"},
+		why:    "SQL types and values sit below expressions and planning; they share row kinds with connectors through connector/changelog",
+	},
+	{
+		pkg:    "sql/expr",
+		forbid: []string{"..."},
+		allow:  []string{"sql/ast", "sql/types", "connector/changelog"},
+		why:    "expressions compile syntax into evaluators over values; they know nothing of planning or running",
+	},
+	{
 		pkg:    "sql/parser",
 		forbid: []string{"..."},
 		allow:  []string{"sql/ast"},

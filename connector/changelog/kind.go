@@ -1,4 +1,7 @@
-package connector
+// Package changelog defines the kinds of change a changelog row carries.
+// It imports nothing, so that every layer (connectors, SQL values) can
+// share it.
+package changelog
 
 import "fmt"
 
