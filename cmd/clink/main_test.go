@@ -76,23 +76,47 @@ func TestVersionLdflags(t *testing.T) {
 	}
 }
 
-func TestSQLStub(t *testing.T) {
+// TestSQLRunsExample runs the README's example script with the contract's
+// flags and checks what it prints.
+func TestSQLRunsExample(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := clink(t, "sql", "-f", "../../examples/sql/datagen_print.sql",
+		"--checkpoint-dir", dir, "--checkpoint-interval", "500ms", "--parallelism", "1", "--quiet")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errs)
+	}
+	if errs != "checkpoints: "+dir+"\n" {
+		t.Errorf("stderr %q, want only the checkpoint directory", errs)
+	}
+	for _, want := range []string{"== Physical Plan ==", "GroupAggregate(groupBy=[product]",
+		"big> +I[2, 96, 5, 1970-01-01 00:00:02.000]", "totals> -U[2, 1, 70]", "totals> +U[2, 2, 150]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	// The directory now holds checkpoints: a second run without --restore
+	// is refused, with --restore latest it resumes after the end.
+	if code, _, errs := clink(t, "sql", "-f", "../../examples/sql/datagen_print.sql", "--checkpoint-dir", dir, "--quiet"); code == 0 {
+		t.Errorf("a second run into a used directory exited 0; stderr %q", errs)
+	}
+	code, out, errs = clink(t, "sql", "-f", "../../examples/sql/datagen_print.sql", "--checkpoint-dir", dir, "--restore", "latest", "--quiet")
+	if code != 0 || strings.Contains(out, "big>") {
+		t.Errorf("restored run: exit %d, stdout %q, stderr %q; want exit 0 and no rows again", code, out, errs)
+	}
+}
+
+func TestSQLPlanErrorsExitNonZero(t *testing.T) {
 	script := filepath.Join(t.TempDir(), "job.sql")
-	if err := os.WriteFile(script, []byte("INSERT INTO t SELECT 1;\n"), 0o644); err != nil {
+	src := "CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '3');\n" +
+		"CREATE TABLE f (id BIGINT, n BIGINT) WITH ('connector' = 'filesystem', 'path' = '" + t.TempDir() + "', 'format' = 'csv');\n" +
+		"INSERT INTO f SELECT id, COUNT(*) FROM t GROUP BY id;\n"
+	if err := os.WriteFile(script, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := clink(t, "sql", "-f", script,
-		"--checkpoint-dir", t.TempDir(), "--checkpoint-interval", "500ms", "--restore", "latest",
-		"--parallelism", "4", "--checkpoint-mode", "adaptive", "--quiet")
-	if code == 0 {
-		t.Fatal("clink sql exited 0 without a SQL layer")
-	}
-	if out != "" {
-		t.Errorf("stdout %q, want nothing", out)
-	}
-	want := "clink sql: the SQL layer is not implemented yet; use the Go API (see README)\n"
-	if errs != want {
-		t.Errorf("stderr %q, want %q", errs, want)
+	code, out, errs := clink(t, "sql", "-f", script, "--quiet")
+	want := "doesn't support consuming update changes which is produced by node GroupAggregate(groupBy=[id], select=[id, COUNT(*) AS EXPR$1]) at line 3, column 1\n"
+	if code == 0 || out != "" || !strings.HasPrefix(errs, "clink sql: "+script+": table sink 'f'") || !strings.HasSuffix(errs, want) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
 

@@ -103,6 +103,34 @@ var rules = []rule{
 		why:    "the parser builds the syntax tree and knows nothing of planning or running",
 	},
 	{
+		pkg:    "sql/catalog",
+		forbid: []string{"..."},
+		allow:  []string{"sql/ast", "sql/types", "sql/expr", "connector/changelog"},
+		why:    "the catalog describes tables and connectors; it builds nothing that runs",
+	},
+	{
+		pkg:    "sql/planner",
+		forbid: []string{"..."},
+		allow:  []string{"sql/ast", "sql/parser", "sql/types", "sql/expr", "sql/catalog", "connector/changelog"},
+		why:    "the planner turns statements into plans; running them is sql/exec's business",
+	},
+	{
+		pkg:    "sql/...",
+		forbid: []string{"sql"},
+		why:    "package sql is the facade over the SQL packages; none of them imports it",
+	},
+	{
+		pkg:    "connectors/datagen",
+		forbid: []string{"..."},
+		allow:  []string{"sql/types", "sql/ast", "connector/changelog"},
+		why:    "datagen is a pure generator of SQL rows; the SQL layer reads it through clink.FromGenerator",
+	},
+	{
+		pkg:    "connectors/...",
+		forbid: []string{"sql/catalog", "sql/planner", "sql/exec", "sql/parser", "sql"},
+		why:    "connectors sit below the SQL layer, which wires them; they may use SQL values (sql/types) only",
+	},
+	{
 		pkg:    "...",
 		forbid: []string{"internal/..."},
 		allow:  []string{"internal/fault/..."},

@@ -1,0 +1,394 @@
+// Package exec turns a physical SQL plan (package planner) into a clink
+// job: every plan node becomes operators of the root clink API over
+// types.Row, named by the node's uid.
+//
+//	TableSourceScan    clink.FromGenerator (datagen), one source per scan
+//	Calc               clink.FlatMap: chained into the task of its input
+//	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
+//	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
+//	                   accumulators (sql/expr) encoded in the key's value state
+//	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
+//	                   (filesystem: two-phase commit, exactly once)
+//
+// Plan nodes with the same uid (a sub-plan two INSERTs share) are built
+// once and their stream is read by both consumers.
+//
+// Callers' duties:
+//
+//  1. Give the catalog the connectors of Connectors(), so that the plans
+//     name only connectors this package can build.
+//  2. Build every sink of one job into one Environment, then Execute it.
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/connectors/blackhole"
+	"github.com/clinkstream/clink/connectors/datagen"
+	"github.com/clinkstream/clink/connectors/print"
+	"github.com/clinkstream/clink/sql/catalog"
+	"github.com/clinkstream/clink/sql/expr"
+	"github.com/clinkstream/clink/sql/planner"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// Options are what the operators need from the outside world.
+type Options struct {
+	// Stdout receives the print connector's rows (default os.Stdout), and
+	// Stderr those of a print table with 'standard-error' = 'true'.
+	Stdout, Stderr io.Writer
+}
+
+// Connectors describes the connectors this package can build.
+func Connectors() []*catalog.Connector {
+	return []*catalog.Connector{
+		{
+			Name:   "datagen",
+			Source: true,
+			Options: map[string]string{
+				"rows-per-second":  "rows per second over all subtasks (default 10000)",
+				"number-of-rows":   "total number of rows (default unbounded)",
+				"seed":             "seed of the random values (default 0)",
+				"scan.parallelism": "parallelism of the source (default: the job's)",
+			},
+			ValidKey: func(key string, t *catalog.Table) bool { return datagen.ValidKey(key, datagenFields(t)) },
+			Validate: func(t *catalog.Table) error {
+				if _, err := datagen.New(datagenFields(t), t.Options); err != nil {
+					return optionError(t, err)
+				}
+				return parallelismOption(t, "scan.parallelism")
+			},
+		},
+		{
+			Name: "print", Sink: true, Updates: true,
+			Options: map[string]string{
+				"print-identifier": "prefix of every printed line",
+				"standard-error":   "true: print to stderr instead of stdout",
+			},
+			Validate: func(t *catalog.Table) error {
+				if v, ok := t.Options["standard-error"]; ok {
+					if _, err := strconv.ParseBool(v); err != nil {
+						return &types.Error{Pos: t.OptionPosition("standard-error"), Msg: fmt.Sprintf("option 'standard-error' must be true or false, got '%s'", v)}
+					}
+				}
+				return nil
+			},
+		},
+		{Name: "blackhole", Sink: true, Updates: true, Options: map[string]string{}},
+		filesystemConnector(),
+	}
+}
+
+func datagenFields(t *catalog.Table) []datagen.Field {
+	var fs []datagen.Field
+	for _, c := range t.Physical() {
+		fs = append(fs, datagen.Field{Name: c.Name, Type: c.Type})
+	}
+	return fs
+}
+
+func optionError(t *catalog.Table, err error) error {
+	var oe *datagen.OptionError
+	if errors.As(err, &oe) {
+		return &types.Error{Pos: t.OptionPosition(oe.Key), Msg: fmt.Sprintf("table '%s': %s", t.Name, oe.Msg)}
+	}
+	return &types.Error{Pos: t.Pos, Msg: fmt.Sprintf("table '%s': %v", t.Name, err)}
+}
+
+func parallelismOption(t *catalog.Table, key string) error {
+	v, ok := t.Options[key]
+	if !ok {
+		return nil
+	}
+	if n, err := strconv.Atoi(v); err != nil || n < 1 {
+		return &types.Error{Pos: t.OptionPosition(key), Msg: fmt.Sprintf("option '%s' must be a positive integer, got '%s'", key, v)}
+	}
+	return nil
+}
+
+// builder builds one job.
+type builder struct {
+	env     *clink.Environment
+	opts    Options
+	streams map[string]clink.Stream[types.Row]
+}
+
+// Build adds the operators of sinks (one job's plan) to env.
+func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	// Every print table of the job writes through one lock per writer, so
+	// that lines of different tables never interleave or race.
+	out := &lockedWriter{w: opts.Stdout}
+	errw := out
+	if opts.Stderr != opts.Stdout {
+		errw = &lockedWriter{w: opts.Stderr}
+	}
+	opts.Stdout, opts.Stderr = out, errw
+	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}}
+	for _, s := range sinks {
+		if err := b.sink(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *builder) stream(n planner.Node) (clink.Stream[types.Row], error) {
+	if s, ok := b.streams[n.UID()]; ok {
+		return s, nil
+	}
+	var s clink.Stream[types.Row]
+	var err error
+	switch n := n.(type) {
+	case *planner.Scan:
+		s, err = b.scan(n)
+	case *planner.Calc:
+		s, err = b.calc(n)
+	case *planner.WatermarkAssigner:
+		s, err = b.watermark(n)
+	case *planner.GroupAggregate:
+		s, err = b.groupAggregate(n)
+	default:
+		err = fmt.Errorf("executing plan node %T is not implemented", n)
+	}
+	if err != nil {
+		return s, err
+	}
+	b.streams[n.UID()] = s
+	return s, nil
+}
+
+func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
+	t := n.Table
+	switch t.Connector.Name {
+	case "datagen":
+		g, err := datagen.New(datagenFields(t), t.Options)
+		if err != nil {
+			return clink.Stream[types.Row]{}, optionError(t, err)
+		}
+		par := b.env.Options().Parallelism
+		if v, ok := t.Options["scan.parallelism"]; ok {
+			par, _ = strconv.Atoi(v)
+		}
+		s := clink.FromGenerator(b.env, n.UID(), clink.GeneratorOptions{Count: g.Count(), RatePerSecond: g.RowsPerSecond() / float64(par)}, g.Row)
+		if par != b.env.Options().Parallelism {
+			s = s.SetParallelism(par)
+		}
+		return s, nil
+	}
+	return clink.Stream[types.Row]{}, fmt.Errorf("reading connector '%s' is not implemented", t.Connector.Name)
+}
+
+func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return in, err
+	}
+	filter, projs, uid := n.Filter, n.Projs, n.UID()
+	return clink.FlatMap(in, uid, func(r types.Row, out *clink.Collector[types.Row]) error {
+		if filter != nil {
+			v, err := filter.Eval(r.Values)
+			if err != nil {
+				return fmt.Errorf("operator %s: evaluating %s on %s: %w", uid, n.FilterText, r, err)
+			}
+			if v.IsNull() || !v.Bool() {
+				return nil
+			}
+		}
+		vals := make([]types.Value, len(projs))
+		for i, p := range projs {
+			v, err := p.Eval(r.Values)
+			if err != nil {
+				return fmt.Errorf("operator %s: evaluating %s on %s: %w", uid, n.ProjText[i], r, err)
+			}
+			vals[i] = v
+		}
+		out.Collect(types.Row{Kind: r.Kind, Values: vals})
+		return nil
+	}), nil
+}
+
+func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Row], error) {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return in, err
+	}
+	col := n.Rowtime()
+	ts := func(r types.Row) int64 {
+		v := r.Values[col]
+		if v.IsNull() {
+			return clink.NoTimestamp
+		}
+		return v.EpochMillis()
+	}
+	// AssignTimestamps emits max - bound - 1 ms; Flink SQL emits
+	// max(rowtime - delay).
+	return clink.AssignTimestamps(in, n.UID(), ts, time.Duration(n.DelayMs-1)*time.Millisecond), nil
+}
+
+// aggState is one group's state: how many rows it holds and the encoded
+// accumulators.
+type aggState struct {
+	Count int64
+	Accs  [][]byte
+}
+
+func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.Row], error) {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return in, err
+	}
+	keys, aggs, uid := n.Keys, n.Aggs, n.UID()
+	keyOf := func(r types.Row) string {
+		var k []byte
+		for _, i := range keys {
+			k = types.AppendKey(k, r.Values[i])
+		}
+		return string(k)
+	}
+	result := func(r types.Row, accs []expr.Accumulator) []types.Value {
+		vals := make([]types.Value, 0, len(keys)+len(accs))
+		for _, i := range keys {
+			vals = append(vals, r.Values[i])
+		}
+		for _, a := range accs {
+			vals = append(vals, a.Result())
+		}
+		return vals
+	}
+	fn := func(ctx *clink.KeyedContext[string, aggState], r types.Row, out *clink.Collector[types.Row]) error {
+		st, had := ctx.Value()
+		add := r.Kind.IsAccumulate()
+		if !had && !add {
+			// A retraction of a group this operator does not hold (its state
+			// expired or never existed): nothing to retract, as in Flink.
+			return nil
+		}
+		accs := make([]expr.Accumulator, len(aggs))
+		for i, a := range aggs {
+			if had {
+				acc, err := a.Func.Decode(st.Accs[i])
+				if err != nil {
+					return fmt.Errorf("operator %s: %w", uid, err)
+				}
+				accs[i] = acc
+			} else {
+				accs[i] = a.Func.New()
+			}
+		}
+		var prev []types.Value
+		if had {
+			prev = result(r, accs)
+		}
+		for i, a := range aggs {
+			if a.Filter >= 0 {
+				if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
+					continue
+				}
+			}
+			v := types.Null
+			if a.Arg >= 0 {
+				v = r.Values[a.Arg]
+			}
+			var err error
+			if add {
+				err = accs[i].Add(v)
+			} else {
+				err = accs[i].Retract(v)
+			}
+			if err != nil {
+				return fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
+			}
+		}
+		if add {
+			st.Count++
+		} else {
+			st.Count--
+		}
+		if st.Count <= 0 {
+			ctx.Clear()
+			if had {
+				out.Collect(types.Row{Kind: changelog.Delete, Values: prev})
+			}
+			return nil
+		}
+		st.Accs = make([][]byte, len(accs))
+		for i, a := range accs {
+			enc, err := a.MarshalBinary()
+			if err != nil {
+				return fmt.Errorf("operator %s: encoding %s: %w", uid, aggs[i].Text, err)
+			}
+			st.Accs[i] = enc
+		}
+		ctx.SetValue(st)
+		now := result(r, accs)
+		switch {
+		case !had:
+			out.Collect(types.Row{Kind: changelog.Insert, Values: now})
+		case !sameValues(prev, now):
+			out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: prev})
+			out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: now})
+		}
+		return nil
+	}
+	return clink.Process(clink.KeyBy(in, keyOf), uid, fn), nil
+}
+
+// sameValues compares two result rows, NULL equal to NULL: an unchanged
+// result emits nothing (Flink's GroupAggFunction without state TTL).
+func sameValues(a, b []types.Value) bool {
+	for i := range a {
+		if a[i].IsNull() != b[i].IsNull() || !a[i].IsNull() && !types.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func (b *builder) sink(n *planner.Sink) error {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return err
+	}
+	t := n.Table
+	switch t.Connector.Name {
+	case "print":
+		w := b.opts.Stdout
+		if v, _ := strconv.ParseBool(t.Options["standard-error"]); v {
+			w = b.opts.Stderr
+		}
+		clink.SinkTo(in, n.UID(), clink.Sink[types.Row](print.New(print.Options{Identifier: t.Options["print-identifier"], Out: w})))
+		return nil
+	case "blackhole":
+		clink.SinkTo(in, n.UID(), clink.Sink[types.Row](blackhole.Sink[types.Row]{}))
+		return nil
+	case "filesystem":
+		return fileSink(in, n.UID(), t)
+	}
+	return fmt.Errorf("writing connector '%s' is not implemented", t.Connector.Name)
+}
+
+// lockedWriter serializes writes to a writer shared by several sinks.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -1,0 +1,428 @@
+package planner
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/clinkstream/clink/sql/ast"
+	"github.com/clinkstream/clink/sql/expr"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// isAggCall reports an aggregate function call (not a window function).
+func isAggCall(e ast.Expr) (*ast.Call, bool) {
+	c, ok := e.(*ast.Call)
+	if !ok || c.Over != nil || len(c.Name.Parts) != 1 || !expr.IsAggregate(c.Name.Last()) {
+		return nil, false
+	}
+	return c, true
+}
+
+// walk calls f on e and its sub-expressions (not into subqueries) until f
+// returns false.
+func walk(e ast.Expr, f func(ast.Expr) bool) bool {
+	if e == nil {
+		return true
+	}
+	if !f(e) {
+		return false
+	}
+	for _, c := range children(e) {
+		if !walk(c, f) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasAggregate(e ast.Expr) bool {
+	found := false
+	walk(e, func(x ast.Expr) bool {
+		if _, ok := isAggCall(x); ok {
+			found = true
+		}
+		return !found
+	})
+	return found
+}
+
+func findOver(e ast.Expr) (*ast.Call, bool) {
+	var c *ast.Call
+	walk(e, func(x ast.Expr) bool {
+		if call, ok := x.(*ast.Call); ok && call.Over != nil {
+			c = call
+		}
+		return c == nil
+	})
+	return c, c != nil
+}
+
+func children(e ast.Expr) []ast.Expr {
+	switch e := e.(type) {
+	case *ast.Unary:
+		return []ast.Expr{e.X}
+	case *ast.Binary:
+		return []ast.Expr{e.L, e.R}
+	case *ast.Is:
+		return []ast.Expr{e.X}
+	case *ast.IsDistinctFrom:
+		return []ast.Expr{e.L, e.R}
+	case *ast.Between:
+		return []ast.Expr{e.X, e.Lo, e.Hi}
+	case *ast.InList:
+		return append([]ast.Expr{e.X}, e.List...)
+	case *ast.Like:
+		return []ast.Expr{e.X, e.Pattern, e.Escape}
+	case *ast.Case:
+		es := []ast.Expr{e.Operand}
+		for _, w := range e.Whens {
+			es = append(es, w.Cond, w.Result)
+		}
+		return append(es, e.Else)
+	case *ast.Cast:
+		return []ast.Expr{e.X}
+	case *ast.Extract:
+		return []ast.Expr{e.X}
+	case *ast.FloorCeil:
+		return []ast.Expr{e.X}
+	case *ast.Trim:
+		return []ast.Expr{e.Chars, e.X}
+	case *ast.Substring:
+		return []ast.Expr{e.X, e.From, e.For}
+	case *ast.Position:
+		return []ast.Expr{e.Needle, e.Haystack}
+	case *ast.Call:
+		return append(append([]ast.Expr(nil), e.Args...), e.Filter)
+	case *ast.Index:
+		return []ast.Expr{e.X, e.Index}
+	case *ast.FieldAccess:
+		return []ast.Expr{e.X}
+	case *ast.ArrayCtor:
+		return e.Items
+	case *ast.MapCtor:
+		return e.Items
+	case *ast.Row:
+		return e.Items
+	}
+	return nil
+}
+
+// rewrite returns a copy of e in which f replaced sub-trees: f returns the
+// replacement and true, or false to descend. Nodes without replaced parts
+// are shared, never modified (the tree is immutable).
+func rewrite(e ast.Expr, f func(ast.Expr) (ast.Expr, bool, error)) (ast.Expr, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if r, ok, err := f(e); err != nil || ok {
+		return r, err
+	}
+	var err error
+	rw := func(x ast.Expr) ast.Expr {
+		if err != nil || x == nil {
+			return x
+		}
+		var r ast.Expr
+		r, err = rewrite(x, f)
+		return r
+	}
+	rws := func(xs []ast.Expr) []ast.Expr {
+		out := make([]ast.Expr, len(xs))
+		for i, x := range xs {
+			out[i] = rw(x)
+		}
+		return out
+	}
+	var out ast.Expr
+	switch e := e.(type) {
+	case *ast.Unary:
+		c := *e
+		c.X = rw(e.X)
+		out = &c
+	case *ast.Binary:
+		c := *e
+		c.L, c.R = rw(e.L), rw(e.R)
+		out = &c
+	case *ast.Is:
+		c := *e
+		c.X = rw(e.X)
+		out = &c
+	case *ast.IsDistinctFrom:
+		c := *e
+		c.L, c.R = rw(e.L), rw(e.R)
+		out = &c
+	case *ast.Between:
+		c := *e
+		c.X, c.Lo, c.Hi = rw(e.X), rw(e.Lo), rw(e.Hi)
+		out = &c
+	case *ast.InList:
+		c := *e
+		c.X, c.List = rw(e.X), rws(e.List)
+		out = &c
+	case *ast.Like:
+		c := *e
+		c.X, c.Pattern, c.Escape = rw(e.X), rw(e.Pattern), rw(e.Escape)
+		out = &c
+	case *ast.Case:
+		c := *e
+		c.Operand, c.Else = rw(e.Operand), rw(e.Else)
+		c.Whens = make([]*ast.When, len(e.Whens))
+		for i, w := range e.Whens {
+			c.Whens[i] = &ast.When{Pos: w.Pos, Cond: rw(w.Cond), Result: rw(w.Result)}
+		}
+		out = &c
+	case *ast.Cast:
+		c := *e
+		c.X = rw(e.X)
+		out = &c
+	case *ast.Extract:
+		c := *e
+		c.X = rw(e.X)
+		out = &c
+	case *ast.FloorCeil:
+		c := *e
+		c.X = rw(e.X)
+		out = &c
+	case *ast.Trim:
+		c := *e
+		c.Chars, c.X = rw(e.Chars), rw(e.X)
+		out = &c
+	case *ast.Substring:
+		c := *e
+		c.X, c.From, c.For = rw(e.X), rw(e.From), rw(e.For)
+		out = &c
+	case *ast.Position:
+		c := *e
+		c.Needle, c.Haystack = rw(e.Needle), rw(e.Haystack)
+		out = &c
+	case *ast.Call:
+		c := *e
+		c.Args, c.Filter = rws(e.Args), rw(e.Filter)
+		out = &c
+	case *ast.Index:
+		c := *e
+		c.X, c.Index = rw(e.X), rw(e.Index)
+		out = &c
+	case *ast.FieldAccess:
+		c := *e
+		c.X = rw(e.X)
+		out = &c
+	case *ast.ArrayCtor:
+		c := *e
+		c.Items = rws(e.Items)
+		out = &c
+	case *ast.MapCtor:
+		c := *e
+		c.Items = rws(e.Items)
+		out = &c
+	case *ast.Row:
+		c := *e
+		c.Items = rws(e.Items)
+		out = &c
+	default:
+		out = e
+	}
+	return out, err
+}
+
+// groupScope resolves the rewritten select list and HAVING of a grouped
+// query: `$gI` is group expression I, `$aJ` aggregate J. Any other column
+// the input knows is one that is not being grouped.
+type groupScope struct {
+	cols  map[string]expr.Column
+	input expr.Scope
+}
+
+func (s *groupScope) Resolve(ref *ast.ColumnRef) (expr.Column, error) {
+	if len(ref.Parts) == 1 {
+		if c, ok := s.cols[ref.Parts[0]]; ok {
+			return c, nil
+		}
+	}
+	if _, err := s.input.Resolve(ref); err != nil {
+		return expr.Column{}, err
+	}
+	return expr.Column{}, errorf(ref.Pos, "expression '%s' is not being grouped", strings.Join(ref.Parts, "."))
+}
+
+// aggregate plans a grouped SELECT: a Calc computing the group keys and
+// the aggregates' arguments, the GroupAggregate, and a Calc evaluating
+// HAVING and the select list over keys and results.
+func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, exprs []ast.Expr, names []string) (Node, error) {
+	for _, g := range s.GroupBy {
+		switch g := g.(type) {
+		case *ast.GroupingSets, *ast.Rollup, *ast.Cube:
+			return nil, errorf(g.Position(), "GROUPING SETS, ROLLUP and CUBE are not supported yet")
+		case *ast.Row:
+			if len(g.Items) == 0 {
+				return nil, errorf(g.Position(), "the empty grouping set () is not supported yet")
+			}
+		}
+		if hasAggregate(g) {
+			return nil, errorf(g.Position(), "aggregate functions are not allowed in GROUP BY")
+		}
+	}
+	var aggs []*ast.Call
+	groups := s.GroupBy
+	replace := func(e ast.Expr) (ast.Expr, bool, error) {
+		for i, g := range groups {
+			if ast.Equal(e, g) {
+				return &ast.ColumnRef{Pos: e.Position(), Parts: []string{"$g" + strconv.Itoa(i)}}, true, nil
+			}
+		}
+		if c, ok := isAggCall(e); ok {
+			for _, a := range c.Args {
+				if hasAggregate(a) {
+					return nil, false, errorf(a.Position(), "aggregate function calls cannot be nested")
+				}
+			}
+			if c.Filter != nil && hasAggregate(c.Filter) {
+				return nil, false, errorf(c.Filter.Position(), "aggregate function calls cannot be nested")
+			}
+			j := -1
+			for k, a := range aggs {
+				if ast.Equal(a, c) {
+					j = k
+				}
+			}
+			if j < 0 {
+				j = len(aggs)
+				aggs = append(aggs, c)
+			}
+			return &ast.ColumnRef{Pos: e.Position(), Parts: []string{"$a" + strconv.Itoa(j)}}, true, nil
+		}
+		return nil, false, nil
+	}
+	post := make([]ast.Expr, len(exprs))
+	for i, e := range exprs {
+		r, err := rewrite(e, replace)
+		if err != nil {
+			return nil, err
+		}
+		post[i] = r
+	}
+	var having ast.Expr
+	if s.Having != nil {
+		r, err := rewrite(s.Having, replace)
+		if err != nil {
+			return nil, err
+		}
+		having = r
+	}
+
+	// The Calc before the aggregation: keys, then per aggregate its
+	// argument and its FILTER condition.
+	var pre []ast.Expr
+	var preNames []string
+	for i, g := range groups {
+		pre = append(pre, g)
+		name := g.String()
+		if r, ok := g.(*ast.ColumnRef); ok {
+			name = r.Parts[len(r.Parts)-1]
+		} else {
+			name = "$f" + strconv.Itoa(i)
+		}
+		preNames = append(preNames, name)
+	}
+	type argRef struct{ arg, filter int }
+	refs := make([]argRef, len(aggs))
+	for j, a := range aggs {
+		refs[j] = argRef{-1, -1}
+		if len(a.Args) == 1 {
+			if _, star := a.Args[0].(*ast.Star); !star {
+				refs[j].arg = len(pre)
+				pre = append(pre, a.Args[0])
+				preNames = append(preNames, "$f"+strconv.Itoa(len(pre)-1))
+			}
+		} else if len(a.Args) > 1 {
+			return nil, errorf(a.Pos, "aggregate function %s with %d arguments is not supported", a.Name.Last(), len(a.Args))
+		}
+		if a.Filter != nil {
+			refs[j].filter = len(pre)
+			pre = append(pre, a.Filter)
+			preNames = append(preNames, "$f"+strconv.Itoa(len(pre)-1))
+		}
+	}
+	in, err := p.calc(rel.node, scope, s.Where, pre, preNames)
+	if err != nil {
+		return nil, err
+	}
+	g := &GroupAggregate{Input: in}
+	g.rowtime = -1
+	cols := map[string]expr.Column{}
+	for i := range groups {
+		g.Keys = append(g.Keys, i)
+		f := in.Fields()[i]
+		cols["$g"+strconv.Itoa(i)] = expr.Column{Index: i, Type: f.Type}
+		g.fields = append(g.fields, f)
+	}
+	for j, a := range aggs {
+		spec := expr.AggSpec{Name: a.Name.Last(), Distinct: a.Distinct, Retract: in.Updating()}
+		if refs[j].arg >= 0 {
+			spec.Args = []types.Type{in.Fields()[refs[j].arg].Type}
+		}
+		if refs[j].filter >= 0 {
+			if k := in.Fields()[refs[j].filter].Type.Kind; k != types.KindBoolean {
+				return nil, errorf(a.Filter.Position(), "the FILTER condition of %s must be BOOLEAN, not %s", a.Name.Last(), k)
+			}
+		}
+		fn, err := expr.NewAggregate(spec)
+		if err != nil {
+			return nil, errorf(a.Pos, "%v", err)
+		}
+		g.Aggs = append(g.Aggs, AggCall{Func: fn, Arg: refs[j].arg, Filter: refs[j].filter, Text: aggText(a, in.Fields(), refs[j].arg, refs[j].filter)})
+		name := "$a" + strconv.Itoa(j)
+		cols[name] = expr.Column{Index: len(groups) + j, Type: fn.Result}
+		g.fields = append(g.fields, types.Field{Name: name, Type: fn.Result})
+	}
+	// Name the results after the select items that are exactly an
+	// aggregate, for EXPLAIN.
+	for i, e := range post {
+		if r, ok := e.(*ast.ColumnRef); ok && strings.HasPrefix(r.Parts[0], "$a") {
+			j, _ := strconv.Atoi(r.Parts[0][2:])
+			g.fields[len(groups)+j].Name = names[i]
+		}
+	}
+	assignUID(g, "")
+	ps := &groupScope{cols: cols, input: scope}
+	out, err := p.calc(g, ps, having, post, names)
+	if err != nil {
+		return nil, err
+	}
+	// EXPLAIN shows the post projection over the aggregate's column names.
+	c := out.(*Calc)
+	var repl []string
+	for name, col := range cols {
+		repl = append(repl, "`"+name+"`", g.fields[col.Index].Name)
+	}
+	r := strings.NewReplacer(repl...)
+	for i := range c.ProjText {
+		c.ProjText[i] = r.Replace(c.ProjText[i])
+	}
+	if having != nil {
+		c.FilterText = r.Replace(c.FilterText)
+	}
+	assignUID(c, "")
+	return c, nil
+}
+
+// aggText prints an aggregate call over its input columns, as EXPLAIN
+// shows it: COUNT(*), SUM(price), COUNT(DISTINCT user).
+func aggText(a *ast.Call, in []types.Field, arg, filter int) string {
+	var b strings.Builder
+	b.WriteString(strings.ToUpper(a.Name.Last()))
+	b.WriteString("(")
+	if a.Distinct {
+		b.WriteString("DISTINCT ")
+	}
+	if arg < 0 {
+		b.WriteString("*")
+	} else {
+		b.WriteString(in[arg].Name)
+	}
+	b.WriteString(")")
+	if filter >= 0 {
+		b.WriteString(" FILTER " + in[filter].Name)
+	}
+	return b.String()
+}

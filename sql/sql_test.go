@@ -1,0 +1,230 @@
+package sql_test
+
+import (
+	"bytes"
+	"context"
+	dbsql "database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	_ "modernc.org/sqlite"
+
+	"github.com/clinkstream/clink/connectors/datagen"
+	"github.com/clinkstream/clink/sql"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// run runs a script and returns what its print tables printed.
+func run(t *testing.T, script string, parallelism int) string {
+	t.Helper()
+	var out bytes.Buffer
+	err := sql.Run(context.Background(), script, sql.Options{Parallelism: parallelism, CheckpointDir: t.TempDir(), Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("running the script: %v\noutput:\n%s", err, out.String())
+	}
+	return out.String()
+}
+
+// materialize applies a printed changelog: the rows left after every
+// retraction, sorted. It fails on a retraction of a row that is not there.
+func materialize(t *testing.T, out string) []string {
+	t.Helper()
+	var rows []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if line == "" {
+			continue
+		}
+		if _, after, ok := strings.Cut(line, "> "); ok {
+			line = after
+		}
+		kind, row := line[:2], line[2:]
+		switch kind {
+		case "+I", "+U":
+			rows = append(rows, row)
+		case "-U", "-D":
+			i := slices.Index(rows, row)
+			if i < 0 {
+				t.Fatalf("retraction of %s, which is not in %v", row, rows)
+			}
+			rows = slices.Delete(rows, i, i+1)
+		default:
+			t.Fatalf("unexpected line %q", line)
+		}
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+const ids = `
+CREATE TABLE t (id BIGINT, g AS id % 3) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '10');
+`
+
+func TestProjectionFilter(t *testing.T) {
+	out := run(t, ids+`
+CREATE TABLE p (id BIGINT, g BIGINT) WITH ('connector' = 'print');
+INSERT INTO p SELECT id, g FROM t WHERE id > 7;`, 1)
+	want := "+I[8, 2]\n+I[9, 0]\n+I[10, 1]\n"
+	if out != want {
+		t.Fatalf("printed\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestGroupByRetractions checks the changelog of one group at parallelism
+// 1, where it is deterministic, and the final result at parallelism 3.
+func TestGroupByRetractions(t *testing.T) {
+	script := ids + `
+CREATE TABLE p (g BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
+INSERT INTO p SELECT g, COUNT(*), SUM(id) FROM t GROUP BY g;`
+	out := run(t, script, 1)
+	var g1 []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "[1, ") {
+			g1 = append(g1, l)
+		}
+	}
+	want := []string{"+I[1, 1, 1]", "-U[1, 1, 1]", "+U[1, 2, 5]", "-U[1, 2, 5]", "+U[1, 3, 12]", "-U[1, 3, 12]", "+U[1, 4, 22]"}
+	if !slices.Equal(g1, want) {
+		t.Errorf("changelog of group 1:\n%s\nwant\n%s", strings.Join(g1, "\n"), strings.Join(want, "\n"))
+	}
+	final := []string{"[0, 3, 18]", "[1, 4, 22]", "[2, 3, 15]"}
+	for _, par := range []int{1, 3} {
+		if got := materialize(t, run(t, script, par)); !slices.Equal(got, final) {
+			t.Errorf("parallelism %d: final result %v, want %v", par, got, final)
+		}
+	}
+}
+
+// TestAggregateOfAggregate feeds updating input into a second aggregation,
+// whose accumulators then retract; HAVING filters the updates.
+func TestAggregateOfAggregate(t *testing.T) {
+	out := run(t, ids+`
+CREATE TABLE p (n BIGINT, groups BIGINT) WITH ('connector' = 'print');
+CREATE VIEW per_group AS SELECT g, COUNT(*) AS n FROM t GROUP BY g;
+INSERT INTO p SELECT n, COUNT(*) FROM per_group GROUP BY n HAVING COUNT(*) > 0;`, 2)
+	if got, want := materialize(t, out), []string{"[3, 2]", "[4, 1]"}; !slices.Equal(got, want) {
+		t.Fatalf("final result %v, want %v\n%s", got, want, out)
+	}
+}
+
+func TestFilesystemSinkCommitsCSV(t *testing.T) {
+	dir := t.TempDir()
+	run(t, ids+fmt.Sprintf(`
+CREATE TABLE f (id BIGINT, label STRING) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv', 'delivery_guarantee' = 'exactly_once');
+INSERT INTO f SELECT id, CASE WHEN g = 0 THEN 'a,b' ELSE NULL END FROM t WHERE id <= 3;`, dir), 1)
+	var lines []string
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || strings.HasPrefix(e.Name(), "_") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.Split(strings.TrimSpace(string(b)), "\n")...)
+	}
+	slices.Sort(lines)
+	want := []string{"1,", "2,", `3,"a,b"`}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("committed lines %q, want %q", lines, want)
+	}
+}
+
+func TestErrorsCarryPositions(t *testing.T) {
+	for _, tc := range []struct{ script, want string }{
+		{"CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen');\nINSERT INTO nope SELECT id FROM t;", "object 'nope' not found; known tables and views: t at line 2, column 13"},
+		{"SELECT 1 +;", "line 1, column 11"},
+		{"SET 'execution.checkpointing.interval' = 'soon';", "SET 'execution.checkpointing.interval': want a positive duration"},
+	} {
+		_, err := sql.Prepare(tc.script, sql.Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.script, err, tc.want)
+		}
+	}
+}
+
+// TestDifferentialSQLite runs projections, filters and grouped aggregates
+// over random datagen rows through clink and through SQLite, and compares
+// the final results.
+func TestDifferentialSQLite(t *testing.T) {
+	const n = 2000
+	table := fmt.Sprintf(`
+CREATE TABLE r (k INT, x BIGINT, s STRING) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d', 'seed' = '7',
+  'fields.k.min' = '0', 'fields.k.max' = '9', 'fields.x.min' = '-1000', 'fields.x.max' = '1000',
+  'fields.x.null-rate' = '0.1', 'fields.s.length' = '2');
+`, n)
+	gen, err := datagen.New([]datagen.Field{{Name: "k", Type: types.IntType}, {Name: "x", Type: types.BigIntType}, {Name: "s", Type: types.StringType}},
+		map[string]string{"seed": "7", "fields.k.min": "0", "fields.k.max": "9", "fields.x.min": "-1000", "fields.x.max": "1000", "fields.x.null-rate": "0.1", "fields.s.length": "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := dbsql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE r (k INTEGER, x INTEGER, s TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := db.Begin()
+	for i := int64(0); i < n; i++ {
+		r := gen.Row(i)
+		var x any
+		if !r.Values[1].IsNull() {
+			x = r.Values[1].Int64()
+		}
+		if _, err := tx.Exec("INSERT INTO r VALUES (?, ?, ?)", r.Values[0].Int64(), x, r.Values[2].Str()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ sink, query string }{
+		{"(k INT, y BIGINT)", "SELECT k, x * 2 + 1 FROM r WHERE x > 500 AND k <> 3"},
+		{"(k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT)", "SELECT k, COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x) FROM r GROUP BY k"},
+		{"(k INT, n BIGINT)", "SELECT k, COUNT(DISTINCT s) FROM r WHERE x IS NOT NULL GROUP BY k HAVING SUM(x) > 0"},
+		{"(s STRING)", "SELECT DISTINCT s FROM r WHERE k = 1"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			out := run(t, table+"CREATE TABLE p "+tc.sink+" WITH ('connector' = 'print');\nINSERT INTO p "+tc.query+";", 2)
+			got := materialize(t, out)
+			rows, err := db.Query(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			cols, _ := rows.Columns()
+			var want []string
+			for rows.Next() {
+				vals := make([]any, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					t.Fatal(err)
+				}
+				parts := make([]string, len(vals))
+				for i, v := range vals {
+					if v == nil {
+						parts[i] = "NULL"
+					} else {
+						parts[i] = fmt.Sprint(v)
+					}
+				}
+				want = append(want, "["+strings.Join(parts, ", ")+"]")
+			}
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("clink and SQLite differ\nclink:  %v\nsqlite: %v", got, want)
+			}
+		})
+	}
+}
