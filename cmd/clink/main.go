@@ -58,6 +58,7 @@ checkpoints their state with in-band barriers, and delivers output exactly once.
 		newVersionCmd(),
 		newSQLCmd(),
 		newStateCatCmd(),
+		newBenchCmd(),
 	)
 	return root
 }

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestBenchNexmarkFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "nexmark", "--query", "q5"}, "query q5 needs the SQL layer"},
+		{[]string{"bench", "nexmark", "--query", "q22", "--events", "10"}, "query q22 needs the SQL layer"},
+		{[]string{"bench", "nexmark", "--query", "q23"}, `unknown query "q23": want gen or one of q0..q22`},
+		{[]string{"bench", "nexmark", "--query", ""}, `unknown query ""`},
+		{[]string{"bench", "nexmark", "--events", "0"}, "--events must be at least 1, got 0"},
+		{[]string{"bench", "nexmark", "--events", "many"}, `invalid argument "many" for "--events"`},
+		{[]string{"bench", "nexmark", "--parallelism", "0"}, "--parallelism must be at least 1, got 0"},
+		{[]string{"bench", "nexmark", "--checkpoint-interval", "0s"}, "--checkpoint-interval must be positive"},
+		{[]string{"bench", "nexmark", "extra"}, `unknown command "extra"`},
+		{[]string{"bench"}, "name a benchmark: clink bench nexmark"},
+	} {
+		code, out, errs := clink(t, c.args...)
+		if code == 0 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("clink %s: exit %d, stdout %q, stderr %q; want a non-zero exit and %q", strings.Join(c.args, " "), code, out, errs, c.want)
+		}
+	}
+}
+
+func TestBenchNexmarkGen(t *testing.T) {
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "gen", "--events", "20000", "--parallelism", "2", "--checkpoint-interval", "10ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output %q is not one JSON object: %v", out, err)
+	}
+	for _, k := range []string{"query", "events", "wall_s", "events_per_s", "cpu_s", "events_per_cpu_s", "checkpoints", "ckpt_p50_ms", "ckpt_p99_ms", "peak_rss_mb"} {
+		if _, ok := got[k]; !ok {
+			t.Errorf("JSON output lacks %q: %s", k, out)
+		}
+	}
+	if len(got) != 10 || got["query"] != "gen" || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
+		got["ckpt_p99_ms"].(float64) < got["ckpt_p50_ms"].(float64) || got["ckpt_p50_ms"].(float64) <= 0 ||
+		got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
+		t.Errorf("implausible result: %s", out)
+	}
+
+	code, out, errs = clink(t, "bench", "nexmark", "--events", "1000")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, w := range []string{"query        gen\n", "events       1000\n", "events per CPU-second", "checkpoints  ", "peak RSS"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("text output lacks %q:\n%s", w, out)
+		}
+	}
+}
