@@ -184,9 +184,9 @@ func reportRuns(t *testing.T, res crashtest.Result, took time.Duration) {
 const (
 	upsertCrashTable = "clink_upsert_crash"
 	upsertCrashKeys  = 500
-	upsertCrashCount = 200   // records per key, on average
-	upsertCrashRate  = 2_500 // records per second per source subtask, until the last run
-	upsertCrashKills = 25
+	upsertCrashCount = 300   // records per key, on average
+	upsertCrashRate  = 1_200 // records per second per source subtask, until the last run
+	upsertCrashKills = 50
 )
 
 // upsertCrashRecords is the job's input size.
