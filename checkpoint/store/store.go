@@ -392,8 +392,14 @@ func (s *Store) WriteConfirmed(id checkpoint.ID) error {
 func (s *Store) writeMarker(prefix string, id checkpoint.ID) error {
 	path := s.markerPath(prefix, id)
 	// The content is for people looking at the directory; only the name
-	// counts.
-	if err := s.writeDurable(path, []byte(strconv.FormatUint(uint64(id), 10)+"\n")); err != nil {
+	// counts. A marker is a commit decision: sinks publish once it is
+	// written, so a directory sync that fails fails the marker too (a
+	// crash could otherwise lose a marker whose output is published).
+	dirErr, err := writeFileDurable(s.fs, path, []byte(strconv.FormatUint(uint64(id), 10)+"\n"), FsyncEnabled())
+	if err == nil && dirErr != nil {
+		err = fmt.Errorf("syncing the directory of %s: %w", path, dirErr)
+	}
+	if err != nil {
 		return fmt.Errorf("writing %s%d: %w", prefix, id, err)
 	}
 	return nil
