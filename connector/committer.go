@@ -123,9 +123,11 @@ type Committer[In, C any] struct {
 	mu      sync.Mutex
 	changed sync.Cond // pending shrank, queue grew, or err set
 	pending map[checkpoint.ID]*handle[C]
-	queue   []dispatch
-	stop    bool
-	err     error
+	// completed is the newest checkpoint whose completion was dispatched.
+	completed checkpoint.ID
+	queue     []dispatch
+	stop      bool
+	err       error
 
 	dispatcherDone chan struct{}
 	closed         bool
@@ -378,9 +380,17 @@ func (c *Committer[In, C]) dispatcher() {
 		}
 		d := c.queue[0]
 		c.queue = c.queue[1:]
+		if d.complete {
+			c.completed = max(c.completed, d.ckpt)
+		}
 		var due []*handle[C]
 		for id, h := range c.pending {
-			if (d.complete && id <= d.ckpt) || (!d.complete && id == d.ckpt) {
+			switch {
+			case d.complete && id <= d.ckpt:
+				due = append(due, h)
+			case !d.complete && id == d.ckpt && id > c.completed && c.err == nil:
+				// Never roll back what a completed checkpoint covers, nor
+				// anything once a commit failed: a restore finalises it.
 				due = append(due, h)
 			}
 		}

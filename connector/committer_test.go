@@ -236,3 +236,33 @@ func (s *genSink) Open(ctx InitContext[int64]) error {
 	s.gen, s.prev = ctx.Generation, ctx.PreviousGeneration
 	return nil
 }
+
+func TestAbortNeverUndoesACompletedCheckpoint(t *testing.T) {
+	s := &stubSink{}
+	c := openStub(t, s, make(chan struct{}), nil)
+	wait := func(n int) {
+		deadline := time.Now().Add(5 * time.Second)
+		for c.StagedCommitsOutstanding() > n && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_ = c.Write(1)
+	_, _ = c.Snapshot(3)
+	c.NotifyComplete(3)
+	c.NotifyAborted(3) // a late or mistaken abort of a completed checkpoint
+	wait(0)
+	_ = c.Write(1)
+	_, _ = c.Snapshot(2) // an id at or below a completed one: covered by it
+	c.NotifyAborted(2)
+	time.Sleep(20 * time.Millisecond)
+	done := make(chan struct{})
+	close(done)
+	c.ctx.Done = done
+	_ = c.Close()
+	if len(s.aborted) != 0 || len(s.committed) != 1 || s.committed[0] != 3 {
+		t.Fatalf("aborted %v committed %v; want no abort and [3]", s.aborted, s.committed)
+	}
+	if c.StagedCommitsOutstanding() != 1 {
+		t.Fatalf("checkpoint 2's handle was dropped; it must stay for the next restore")
+	}
+}

@@ -12,6 +12,10 @@ import (
 	"github.com/clinkstream/clink/metrics"
 )
 
+// errMarkerWrite marks the failure of a COMPLETED-N write, after which the
+// checkpoint's fate is unknown until the directory is read again.
+var errMarkerWrite = errors.New("the completed marker could not be written")
+
 type driverEventKind uint8
 
 const (
@@ -183,7 +187,7 @@ func (d *driver) apply(e checkpoint.Effect) error {
 			err = d.store.WriteCompleted(e.ID)
 		}
 		if err != nil {
-			d.coord.MarkerFailed(e.ID, fmt.Errorf("writing COMPLETED-%d: %w", e.ID, err))
+			d.coord.MarkerFailed(e.ID, fmt.Errorf("writing COMPLETED-%d: %w: %w", e.ID, errMarkerWrite, err))
 			return nil
 		}
 		if err := fault.Point("checkpoint.after-marker"); err != nil {
@@ -209,8 +213,14 @@ func (d *driver) apply(e checkpoint.Effect) error {
 	case checkpoint.NotifyAborted:
 		d.metrics.CheckpointAborted(false)
 		d.log.Info("checkpoint aborted", "checkpoint", e.ID, "reason", e.Reason)
-		for _, l := range d.listeners {
-			l.NotifyCheckpointAborted(e.ID)
+		// A marker write that failed may still have left the marker on
+		// disk, making the checkpoint a restore point: its sinks must not
+		// roll it back. The job fails, and the next start finalises or
+		// reconciles their handles.
+		if !errors.Is(e.Reason, errMarkerWrite) {
+			for _, l := range d.listeners {
+				l.NotifyCheckpointAborted(e.ID)
+			}
 		}
 		if e.ID == d.terminal {
 			return &CheckpointError{ID: e.ID, Reason: e.Reason, Final: true}
