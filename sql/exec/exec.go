@@ -7,6 +7,9 @@
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
 //	                   accumulators (sql/expr) encoded in the key's value state
+//	WindowTableFunction clink.FlatMap: a row per window with its bounds
+//	WindowAggregate    clink.KeyBy on the encoded group key + clink.Aggregate
+//	                   (event-time windows), accumulators encoded per window
 //	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
 //	                   (filesystem: two-phase commit, exactly once)
 //
@@ -161,6 +164,10 @@ func (b *builder) stream(n planner.Node) (clink.Stream[types.Row], error) {
 		s, err = b.watermark(n)
 	case *planner.GroupAggregate:
 		s, err = b.groupAggregate(n)
+	case *planner.WindowTableFunction:
+		s, err = b.windowTableFunction(n)
+	case *planner.WindowAggregate:
+		s, err = b.windowAggregate(n)
 	default:
 		err = fmt.Errorf("executing plan node %T is not implemented", n)
 	}

@@ -310,11 +310,56 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		having = r
 	}
 
+	// A GROUP BY window_start, window_end over a window TVF is a window
+	// aggregation: winRole[i] says which window column group i is (or -1
+	// for a key), keys are the other groups.
+	tvf, windowed := rel.node.(*WindowTableFunction)
+	winRole := make([]int, len(groups))
+	keyGroups := groups
+	preIn, preScope := rel.node, scope
+	if windowed {
+		keyGroups = nil
+		has := [3]bool{}
+		for i, g := range groups {
+			winRole[i] = -1
+			if r, ok := g.(*ast.ColumnRef); ok && (len(r.Parts) == 1 || len(r.Parts) == 2 && r.Parts[0] == rel.name) {
+				switch r.Parts[len(r.Parts)-1] {
+				case windowStart:
+					winRole[i] = 0
+				case windowEnd:
+					winRole[i] = 1
+				case windowTime:
+					winRole[i] = 2
+				}
+			}
+			if winRole[i] >= 0 {
+				has[winRole[i]] = true
+			} else {
+				keyGroups = append(keyGroups, g)
+			}
+		}
+		if !has[0] || !has[1] {
+			return nil, errorf(s.Pos, "an aggregation over the window table function %s must GROUP BY window_start and window_end", tvf.Window.Kind)
+		}
+		check := append(append([]ast.Expr{s.Where}, keyGroups...), nil)
+		for _, a := range aggs {
+			check = append(check, a.Args...)
+			check = append(check, a.Filter)
+		}
+		for _, e := range check {
+			if r := windowColumnRef(e); r != nil {
+				return nil, errorf(r.Pos, "%s can only be grouped by and selected in a window aggregation, not used in WHERE, other keys or aggregate arguments", strings.Join(r.Parts, "."))
+			}
+		}
+		preIn = tvf.Input
+		preScope = expr.Tables{{Name: rel.name, Columns: tvf.Input.Fields()}}
+	}
+
 	// The Calc before the aggregation: keys, then per aggregate its
 	// argument and its FILTER condition.
 	var pre []ast.Expr
 	var preNames []string
-	for i, g := range groups {
+	for i, g := range keyGroups {
 		pre = append(pre, g)
 		name := g.String()
 		if r, ok := g.(*ast.ColumnRef); ok {
@@ -324,7 +369,6 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		}
 		preNames = append(preNames, name)
 	}
-	type argRef struct{ arg, filter int }
 	refs := make([]argRef, len(aggs))
 	for j, a := range aggs {
 		refs[j] = argRef{-1, -1}
@@ -343,9 +387,16 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 			preNames = append(preNames, "$f"+strconv.Itoa(len(pre)-1))
 		}
 	}
-	in, err := p.calc(rel.node, scope, s.Where, pre, preNames)
+	if windowed {
+		pre = append(pre, &ast.ColumnRef{Pos: s.Pos, Parts: []string{tvf.Input.Fields()[tvf.TimeCol].Name}})
+		preNames = append(preNames, tvf.Input.Fields()[tvf.TimeCol].Name)
+	}
+	in, err := p.calc(preIn, preScope, s.Where, pre, preNames)
 	if err != nil {
 		return nil, err
+	}
+	if windowed {
+		return p.windowAggregate(tvf, in, scope, s, aggs, refs, groups, winRole, post, having, names)
 	}
 	g := &GroupAggregate{Input: in}
 	g.rowtime = -1
@@ -356,6 +407,58 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		cols["$g"+strconv.Itoa(i)] = expr.Column{Index: i, Type: f.Type}
 		g.fields = append(g.fields, f)
 	}
+	if g.Aggs, err = aggCalls(in, aggs, refs); err != nil {
+		return nil, err
+	}
+	for j, a := range g.Aggs {
+		name := "$a" + strconv.Itoa(j)
+		cols[name] = expr.Column{Index: len(groups) + j, Type: a.Func.Result}
+		g.fields = append(g.fields, types.Field{Name: name, Type: a.Func.Result})
+	}
+	return p.postCalc(g, g.fields, len(groups), cols, scope, having, post, names)
+}
+
+// postCalc names an aggregation's results after the select items that are
+// exactly an aggregate (for EXPLAIN; aggregate j is column aggBase+j of
+// fields, which are g's), assigns g's uid, and plans the Calc evaluating
+// HAVING and the select list over g's columns.
+func (p *Planner) postCalc(g Node, fields []types.Field, aggBase int, cols map[string]expr.Column, scope expr.Tables, having ast.Expr, post []ast.Expr, names []string) (Node, error) {
+	for i, e := range post {
+		if r, ok := e.(*ast.ColumnRef); ok && strings.HasPrefix(r.Parts[0], "$a") {
+			j, _ := strconv.Atoi(r.Parts[0][2:])
+			fields[aggBase+j].Name = names[i]
+		}
+	}
+	assignUID(g, "")
+	ps := &groupScope{cols: cols, input: scope}
+	out, err := p.calc(g, ps, having, post, names)
+	if err != nil {
+		return nil, err
+	}
+	// EXPLAIN shows the post projection over the aggregate's column names.
+	c := out.(*Calc)
+	var repl []string
+	for name, col := range cols {
+		repl = append(repl, "`"+name+"`", fields[col.Index].Name)
+	}
+	r := strings.NewReplacer(repl...)
+	for i := range c.ProjText {
+		c.ProjText[i] = r.Replace(c.ProjText[i])
+	}
+	if having != nil {
+		c.FilterText = r.Replace(c.FilterText)
+	}
+	assignUID(c, "")
+	return c, nil
+}
+
+// argRef locates an aggregate's argument and FILTER condition in the
+// columns of the Calc before the aggregation (-1: none).
+type argRef struct{ arg, filter int }
+
+// aggCalls builds the aggregate functions of aggs over in's columns.
+func aggCalls(in Node, aggs []*ast.Call, refs []argRef) ([]AggCall, error) {
+	var calls []AggCall
 	for j, a := range aggs {
 		spec := expr.AggSpec{Name: a.Name.Last(), Distinct: a.Distinct, Retract: in.Updating()}
 		if refs[j].arg >= 0 {
@@ -370,40 +473,9 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		if err != nil {
 			return nil, errorf(a.Pos, "%v", err)
 		}
-		g.Aggs = append(g.Aggs, AggCall{Func: fn, Arg: refs[j].arg, Filter: refs[j].filter, Text: aggText(a, in.Fields(), refs[j].arg, refs[j].filter)})
-		name := "$a" + strconv.Itoa(j)
-		cols[name] = expr.Column{Index: len(groups) + j, Type: fn.Result}
-		g.fields = append(g.fields, types.Field{Name: name, Type: fn.Result})
+		calls = append(calls, AggCall{Func: fn, Arg: refs[j].arg, Filter: refs[j].filter, Text: aggText(a, in.Fields(), refs[j].arg, refs[j].filter)})
 	}
-	// Name the results after the select items that are exactly an
-	// aggregate, for EXPLAIN.
-	for i, e := range post {
-		if r, ok := e.(*ast.ColumnRef); ok && strings.HasPrefix(r.Parts[0], "$a") {
-			j, _ := strconv.Atoi(r.Parts[0][2:])
-			g.fields[len(groups)+j].Name = names[i]
-		}
-	}
-	assignUID(g, "")
-	ps := &groupScope{cols: cols, input: scope}
-	out, err := p.calc(g, ps, having, post, names)
-	if err != nil {
-		return nil, err
-	}
-	// EXPLAIN shows the post projection over the aggregate's column names.
-	c := out.(*Calc)
-	var repl []string
-	for name, col := range cols {
-		repl = append(repl, "`"+name+"`", g.fields[col.Index].Name)
-	}
-	r := strings.NewReplacer(repl...)
-	for i := range c.ProjText {
-		c.ProjText[i] = r.Replace(c.ProjText[i])
-	}
-	if having != nil {
-		c.FilterText = r.Replace(c.FilterText)
-	}
-	assignUID(c, "")
-	return c, nil
+	return calls, nil
 }
 
 // aggText prints an aggregate call over its input columns, as EXPLAIN

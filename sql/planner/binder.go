@@ -198,7 +198,7 @@ func (p *Planner) bindFrom(ref ast.TableRef) (relation, error) {
 	case *ast.Join:
 		return relation{}, errorf(r.Pos, "%s is not supported yet", r.Kind)
 	case *ast.TableFunction:
-		return relation{}, errorf(r.Pos, "table function %s is not supported yet", r.Call.Name.Last())
+		return p.windowTVF(r)
 	case *ast.Unnest:
 		return relation{}, errorf(r.Pos, "UNNEST is not supported yet")
 	}

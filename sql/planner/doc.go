@@ -10,6 +10,9 @@
 //	Calc              filter and projection, computed columns; kept row kind
 //	WatermarkAssigner event time and watermarks of a table's rowtime column
 //	GroupAggregate    GROUP BY / DISTINCT with retracting accumulators
+//	WindowTableFunction TUMBLE/HOP/CUMULATE: a row per window it falls in
+//	WindowAggregate   GROUP BY window_start, window_end over a window TVF:
+//	                  insert-only, one row per key and window
 //	Sink              writes into a table
 //
 // Each node says whether it is insert-only or updating (Flink's changelog

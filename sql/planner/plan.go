@@ -208,12 +208,20 @@ func explainNode(b *strings.Builder, n Node, first, rest string, changelog, uids
 	}
 	b.WriteString(")\n")
 	for _, in := range n.Inputs() {
-		if g, ok := n.(*GroupAggregate); ok {
+		var keys []int
+		keyed := false
+		switch g := n.(type) {
+		case *GroupAggregate:
+			keys, keyed = g.Keys, true
+		case *WindowAggregate:
+			keys, keyed = g.Keys, true
+		}
+		if keyed {
 			// The hash exchange in front of a keyed operator.
 			dist := "single"
-			if len(g.Keys) > 0 {
+			if len(keys) > 0 {
 				var ks []string
-				for _, k := range g.Keys {
+				for _, k := range keys {
 					ks = append(ks, in.Fields()[k].Name)
 				}
 				dist = "hash[" + strings.Join(ks, ", ") + "]"
@@ -255,6 +263,10 @@ func assignUID(n Node, hint string) {
 	case *WatermarkAssigner:
 		n.uid = uid
 	case *GroupAggregate:
+		n.uid = uid
+	case *WindowTableFunction:
+		n.uid = uid
+	case *WindowAggregate:
 		n.uid = uid
 	case *Sink:
 		n.uid = uid

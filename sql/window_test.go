@@ -1,0 +1,290 @@
+package sql_test
+
+import (
+	"bytes"
+	"context"
+	dbsql "database/sql"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink/connectors/datagen"
+	"github.com/clinkstream/clink/sql"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// seconds is a table of ids 1..30 at second id of the epoch, in order.
+const seconds = `
+CREATE TABLE t (id BIGINT, k AS id % 2, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '30');
+CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), k BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
+`
+
+// lines returns the printed rows sorted, and fails on any row that is not
+// an insert: window aggregation is append-only.
+func lines(t *testing.T, out string) []string {
+	t.Helper()
+	var rows []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if _, after, ok := strings.Cut(l, "> "); ok {
+			l = after
+		}
+		if l == "" {
+			continue
+		}
+		if !strings.HasPrefix(l, "+I") {
+			t.Fatalf("window aggregation printed %q; want +I rows only\n%s", l, out)
+		}
+		rows = append(rows, l)
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+func TestWindowTumble(t *testing.T) {
+	script := seconds + `INSERT INTO p
+SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, k;`
+	want := []string{
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:10.000, 0, 4, 20]",
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:10.000, 1, 5, 25]",
+		"+I[1970-01-01 00:00:10.000, 1970-01-01 00:00:20.000, 0, 5, 70]",
+		"+I[1970-01-01 00:00:10.000, 1970-01-01 00:00:20.000, 1, 5, 75]",
+		"+I[1970-01-01 00:00:20.000, 1970-01-01 00:00:30.000, 0, 5, 120]",
+		"+I[1970-01-01 00:00:20.000, 1970-01-01 00:00:30.000, 1, 5, 125]",
+		"+I[1970-01-01 00:00:30.000, 1970-01-01 00:00:40.000, 0, 1, 30]",
+	}
+	for _, par := range []int{1, 3} {
+		if got := lines(t, run(t, script, par)); !slices.Equal(got, want) {
+			t.Errorf("parallelism %d:\n%s\nwant\n%s", par, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+func TestWindowHopCumulateNamedArgs(t *testing.T) {
+	hop := run(t, seconds+`INSERT INTO p
+SELECT window_start, window_end, CAST(NULL AS BIGINT), COUNT(*), MAX(id)
+FROM TABLE(HOP(DATA => TABLE t, TIMECOL => DESCRIPTOR(ts), SLIDE => INTERVAL '10' SECOND, SIZE => INTERVAL '20' SECOND))
+WHERE id > 5
+GROUP BY window_start, window_end HAVING COUNT(*) > 1;`, 2)
+	want := []string{
+		"+I[1969-12-31 23:59:50.000, 1970-01-01 00:00:10.000, NULL, 4, 9]",
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:20.000, NULL, 14, 19]",
+		"+I[1970-01-01 00:00:10.000, 1970-01-01 00:00:30.000, NULL, 20, 29]",
+		"+I[1970-01-01 00:00:20.000, 1970-01-01 00:00:40.000, NULL, 11, 30]",
+	}
+	if got := lines(t, hop); !slices.Equal(got, want) {
+		t.Errorf("HOP:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	cum := run(t, seconds+`INSERT INTO p
+SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND))
+WHERE id <= 14 AND k = 0
+GROUP BY k, window_start, window_end;`, 2)
+	want = []string{
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:05.000, 0, 2, 6]",
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:10.000, 0, 4, 20]",
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:15.000, 0, 7, 56]",
+	}
+	if got := lines(t, cum); !slices.Equal(got, want) {
+		t.Errorf("CUMULATE:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWindowTableFunctionRows selects from a window TVF without
+// aggregating: a row per window it falls in.
+func TestWindowTableFunctionRows(t *testing.T) {
+	out := run(t, seconds+`INSERT INTO p
+SELECT window_start, window_end, id, 0, 0
+FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND)) WHERE id = 7;`, 1)
+	want := []string{
+		"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:10.000, 7, 0, 0]",
+		"+I[1970-01-01 00:00:05.000, 1970-01-01 00:00:15.000, 7, 0, 0]",
+	}
+	if got := lines(t, out); !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWindowDifferentialSQLite aggregates random rows in TUMBLE and HOP
+// windows through clink and through SQLite, which computes the windows as
+// (ts_ms / size) * size.
+func TestWindowDifferentialSQLite(t *testing.T) {
+	const n = 3000
+	opts := map[string]string{"seed": "11", "fields.k.min": "0", "fields.k.max": "4", "fields.x.min": "-100", "fields.x.max": "100",
+		"fields.x.null-rate": "0.1", "fields.ms.min": "0", "fields.ms.max": "600000"}
+	var with []string
+	for _, k := range []string{"seed", "fields.k.min", "fields.k.max", "fields.x.min", "fields.x.max", "fields.x.null-rate", "fields.ms.min", "fields.ms.max"} {
+		with = append(with, fmt.Sprintf("'%s' = '%s'", k, opts[k]))
+	}
+	// A watermark a full range behind the rows keeps every row on time.
+	table := fmt.Sprintf(`
+CREATE TABLE r (k INT, x BIGINT, ms BIGINT, ts AS CAST(TO_TIMESTAMP_LTZ(ms, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts - INTERVAL '700' SECOND) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d', %s);
+CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT) WITH ('connector' = 'print');
+`, n, strings.Join(with, ", "))
+	gen, err := datagen.New([]datagen.Field{{Name: "k", Type: types.IntType}, {Name: "x", Type: types.BigIntType}, {Name: "ms", Type: types.BigIntType}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := dbsql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("CREATE TABLE r (k INTEGER, x INTEGER, ms INTEGER)"); err != nil {
+		t.Fatal(err)
+	}
+	tx, _ := db.Begin()
+	for i := int64(0); i < n; i++ {
+		r := gen.Row(i)
+		var x any
+		if !r.Values[1].IsNull() {
+			x = r.Values[1].Int64()
+		}
+		if _, err := tx.Exec("INSERT INTO r VALUES (?, ?, ?)", r.Values[0].Int64(), x, r.Values[2].Int64()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x)"
+	const epochMs = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT) * 1000"
+	for _, tc := range []struct{ name, clink, sqlite string }{
+		{"TUMBLE", "TABLE(TUMBLE(TABLE r, DESCRIPTOR(ts), INTERVAL '7' SECOND))",
+			"SELECT (ms / 7000) * 7000 AS ws, (ms / 7000) * 7000 + 7000, k, " + aggs + " FROM r GROUP BY ws, k"},
+		{"HOP", "TABLE(HOP(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))",
+			"SELECT (ms / 10000 - o) * 10000 AS ws, (ms / 10000 - o) * 10000 + 30000, k, " + aggs +
+				" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) GROUP BY ws, k"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM %s GROUP BY window_start, window_end, k;",
+				fmt.Sprintf(epochMs, "window_start"), fmt.Sprintf(epochMs, "window_end"), aggs, tc.clink)
+			got := lines(t, run(t, table+q, 2))
+			for i, l := range got {
+				got[i] = strings.TrimPrefix(l, "+I")
+			}
+			rows, err := db.Query(tc.sqlite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var want []string
+			for rows.Next() {
+				vals := make([]any, 8)
+				ptrs := make([]any, 8)
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					t.Fatal(err)
+				}
+				parts := make([]string, len(vals))
+				for i, v := range vals {
+					if v == nil {
+						parts[i] = "NULL"
+					} else {
+						parts[i] = fmt.Sprint(v)
+					}
+				}
+				want = append(want, "["+strings.Join(parts, ", ")+"]")
+			}
+			slices.Sort(want)
+			if len(got) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), got, want)
+			}
+		})
+	}
+}
+
+// TestWindowRestore stops a windowed job mid-run and restores it from its
+// latest checkpoint: together the two runs print every window once with
+// its full result (print is at-least-once: a window that fired after the
+// checkpoint prints again, with the same values), and never a partial one.
+func TestWindowRestore(t *testing.T) {
+	script := `
+CREATE TABLE t (id BIGINT, k AS id % 2, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '200',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '400');
+CREATE TABLE p (we TIMESTAMP(3), k BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
+SET 'execution.checkpointing.interval' = '50ms';
+INSERT INTO p
+SELECT window_end, k, COUNT(*), SUM(id)
+FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, k;`
+	want := map[string]bool{}
+	for start := int64(0); start <= 400; start += 10 {
+		for k := int64(0); k < 2; k++ {
+			var n, s int64
+			for id := max(start, 1); id < start+10 && id <= 400; id++ {
+				if id%2 == k {
+					n, s = n+1, s+id
+				}
+			}
+			if n > 0 {
+				end := types.Timestamp((start+10)*1000, 0, 3)
+				want[fmt.Sprintf("+I[%s, %d, %d, %d]", end, k, n, s)] = true
+			}
+		}
+	}
+	dir := t.TempDir()
+	var first bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	second := run2(t, script, dir)
+	got := map[string]bool{}
+	for _, l := range append(lines(t, first.String()), lines(t, second)...) {
+		if !want[l] {
+			t.Errorf("printed %s, which is no full window", l)
+		}
+		got[l] = true
+	}
+	if len(got) != len(want) {
+		t.Errorf("printed %d distinct windows, want %d", len(got), len(want))
+	}
+	t.Logf("first run printed %d windows, the restored one %d, of %d", len(lines(t, first.String())), len(lines(t, second)), len(want))
+	if n := len(lines(t, second)); n == len(want) {
+		t.Errorf("the restored run printed every window: it did not restore")
+	}
+}
+
+func run2(t *testing.T, script, dir string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := sql.Run(context.Background(), script, sql.Options{Parallelism: 2, CheckpointDir: dir, Restore: "latest", Stdout: &out, Stderr: &out}); err != nil {
+		t.Fatalf("restored run: %v\n%s", err, out.String())
+	}
+	return out.String()
+}
+
+// TestWindowExample runs examples/sql/window_tvf.sql: its plan, and one
+// row per auction and tumbling window and per sliding window.
+func TestWindowExample(t *testing.T) {
+	b, err := os.ReadFile("../examples/sql/window_tvf.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, string(b), 2)
+	if !strings.Contains(out, "WindowAggregate(window=[TUMBLE(time_col=[ts], size=[10 s])], groupBy=[auction]") {
+		t.Errorf("no WindowAggregate in the plan:\n%s", out)
+	}
+	// ids 1..60 at seconds 1..60: windows [0,10) .. [60,70), three
+	// auctions each but [60,70) (id 60 only); HOP windows end at 10..80.
+	if n, want := strings.Count(out, "\ntumble"), 6*3+1; n != want {
+		t.Errorf("printed %d tumbling rows, want %d:\n%s", n, want, out)
+	}
+	if n, want := strings.Count(out, "\nhop"), 8; n != want {
+		t.Errorf("printed %d sliding rows, want %d:\n%s", n, want, out)
+	}
+}
