@@ -50,6 +50,7 @@ func (m *commitMember[T, C]) open(tc *runtime.TaskContext, rs restoreState) erro
 		// The runtime hands out the shared area exactly when it checkpoints.
 		Checkpointing: tc.Shared != nil,
 		Done:          tc.Done,
+		Failing:       tc.Failing,
 		Logger:        tc.Logger,
 	}
 	switch {

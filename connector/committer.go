@@ -88,8 +88,10 @@ type OpenContext struct {
 	// then commits what it holds when its input ends.
 	Checkpointing bool
 	// Done is closed when the task must stop (a failure or cancel).
-	Done   <-chan struct{}
-	Logger *slog.Logger
+	Done <-chan struct{}
+	// Failing is closed when this subtask is ending with an error.
+	Failing <-chan struct{}
+	Logger  *slog.Logger
 	// CloseWait bounds the wait for outstanding commits at a clean close;
 	// DefaultCloseWait when zero.
 	CloseWait time.Duration
@@ -493,15 +495,17 @@ func (c *Committer[In, C]) Close() error {
 }
 
 func (c *Committer[In, C]) cancelled() bool {
-	if c.ctx.Done == nil {
-		return false
+	for _, ch := range []<-chan struct{}{c.ctx.Done, c.ctx.Failing} {
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+			return true
+		default:
+		}
 	}
-	select {
-	case <-c.ctx.Done:
-		return true
-	default:
-		return false
-	}
+	return false
 }
 
 func (c *Committer[In, C]) awaitCommits() error {

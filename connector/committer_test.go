@@ -266,3 +266,28 @@ func TestAbortNeverUndoesACompletedCheckpoint(t *testing.T) {
 		t.Fatalf("checkpoint 2's handle was dropped; it must stay for the next restore")
 	}
 }
+
+func TestCloseAfterOwnFailureDoesNotWait(t *testing.T) {
+	s := &stubSink{}
+	c := NewCommitter[int, int64](s)
+	failing := make(chan struct{})
+	if err := c.Open(OpenContext{UID: "k", Parallelism: 1, MaxParallelism: 128, Checkpointing: true,
+		Done: make(chan struct{}), Failing: failing, Logger: slog.New(slog.DiscardHandler), CloseWait: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Write(1)
+	if _, err := c.Snapshot(1); err != nil {
+		t.Fatal(err)
+	}
+	close(failing) // the task is ending with an error; checkpoint 1 will never complete
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("close after the task's own failure waited for commits")
+	}
+}

@@ -406,11 +406,13 @@ func (ex *execution) build(done <-chan struct{}) error {
 		}
 		for s := 0; s < vx.Parallelism; s++ {
 			name := fmt.Sprintf("%s-%d", vx.UID, s)
+			failing := make(chan struct{})
 			tc := &TaskContext{
 				Vertex: vx.UID, Name: name,
 				Subtask: s, Parallelism: vx.Parallelism, MaxParallelism: cfg.MaxParallelism,
 				Out:     NewOutputs(outs[v][s], done),
 				Done:    done,
+				Failing: failing,
 				Shared:  ex.shared(),
 				Logger:  ex.log.With("task", name),
 				Metrics: cfg.Metrics,
@@ -426,7 +428,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 			participants = append(participants, p)
 			in := ins[v][s]
 			b := &taskBase{
-				name: name, participant: p, tc: tc, wake: in.wake, done: done,
+				name: name, participant: p, tc: tc, wake: in.wake, done: done, failing: failing,
 				bufferTimeout: cfg.BufferTimeout,
 			}
 			ex.tasks = append(ex.tasks, b)

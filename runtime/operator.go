@@ -31,7 +31,11 @@ type TaskContext struct {
 	// checkpointing.
 	Shared *store.Shared
 	// Done is closed when the task must stop.
-	Done    <-chan struct{}
+	Done <-chan struct{}
+	// Failing is closed when this task is ending with an error, before its
+	// chain is closed: a chain's Close then knows it is a teardown after a
+	// failure even before the job's Done is closed.
+	Failing <-chan struct{}
 	Logger  *slog.Logger
 	Metrics *metrics.Registry
 }

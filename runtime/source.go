@@ -16,6 +16,8 @@ type taskBase struct {
 	tc          *TaskContext
 	wake        chan struct{}
 	done        <-chan struct{}
+	// failing is closed (by closeChain) when the task ends with an error.
+	failing chan struct{}
 	// final is closed when the terminal checkpoint completed and its
 	// completion was delivered to every listener; nil without checkpoints.
 	final         <-chan struct{}
@@ -84,6 +86,19 @@ func (b *taskBase) capture(c Chain, id checkpoint.ID, wm int64) (*captured, erro
 	}
 	cp.build = func() ([]store.OperatorSnapshot, error) { return ops, nil }
 	return cp, nil
+}
+
+// closeChain closes the task's chain after its run ended with err, telling
+// the chain first (TaskContext.Failing) when err is not nil, and returns
+// err or, after a clean run, Close's error.
+func (b *taskBase) closeChain(c Chain, err error) error {
+	if err != nil && b.failing != nil {
+		close(b.failing)
+	}
+	if cerr := c.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("closing %s: %w", b.name, cerr)
+	}
+	return err
 }
 
 // awaitFinal is a task's last step on a clean end: its snapshots are made
@@ -179,11 +194,7 @@ func (s *sourceTask) drainBarriers(wm int64) (terminal bool, err error) {
 func (s *sourceTask) run() (err error) {
 	b := s.base
 	// Close also releases what a failed Open had already opened.
-	defer func() {
-		if cerr := s.src.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("closing %s: %w", b.name, cerr)
-		}
-	}()
+	defer func() { err = b.closeChain(s.src, err) }()
 	if err := s.src.Open(b.tc); err != nil {
 		return fmt.Errorf("opening %s: %w", b.name, err)
 	}

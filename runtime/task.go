@@ -78,11 +78,7 @@ func (t *operatorTask) run() (err error) {
 	t.align = checkpoint.NewAlignment(n, t.canAlign)
 
 	// Close also releases what a failed Open had already opened.
-	defer func() {
-		if cerr := t.op.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("closing %s: %w", b.name, cerr)
-		}
-	}()
+	defer func() { err = b.closeChain(t.op, err) }()
 	if err := t.op.Open(b.tc); err != nil {
 		return fmt.Errorf("opening %s: %w", b.name, err)
 	}
