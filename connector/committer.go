@@ -264,8 +264,11 @@ func (c *Committer[In, C]) restore(ctx OpenContext) (owned []*handle[C], succeed
 	return owned, succeeds, prevGen, nil
 }
 
+// newRunToken returns 64 random bits in hex: reruns that take the same
+// checkpoint ids (a job that only commits at the end of its input, rerun
+// daily into one directory) must not collide.
 func newRunToken() (string, error) {
-	var b [4]byte
+	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("making a run token: %w", err)
 	}
