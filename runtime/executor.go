@@ -320,9 +320,24 @@ func (ex *execution) run(ctx context.Context) error {
 	// Tasks end cleanly only after the terminal checkpoint completed, so
 	// the driver has finished or is returning; otherwise it must stop.
 	stopDriver()
+	ex.discardInFlight()
 	errMu.Lock()
 	defer errMu.Unlock()
 	return firstErr
+}
+
+// discardInFlight discards the checkpoints the stopped driver left in
+// flight: no attempt will complete them, and the shared files they pinned
+// must become collectable. A completed one is refused by the store.
+func (ex *execution) discardInFlight() {
+	if ex.drv == nil || ex.store == nil {
+		return
+	}
+	for _, id := range ex.drv.coord.InFlight() {
+		if err := ex.store.Discard(id); err != nil {
+			ex.log.Debug("discarding a checkpoint left in flight", "checkpoint", id, "err", err)
+		}
+	}
 }
 
 // openStore opens the checkpoint directory once for every attempt, so that

@@ -37,6 +37,9 @@ func (s *Store) Discard(id checkpoint.ID) error {
 }
 
 func (s *Store) drop(id checkpoint.ID) {
+	// A discarded id is never handed out again: its files must not mix
+	// with a later checkpoint's.
+	s.noteID(id)
 	s.dirs.Lock()
 	defer s.dirs.Unlock()
 	s.dirs.dropped[id] = true
