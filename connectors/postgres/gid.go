@@ -74,24 +74,62 @@ func parseNat(s string) (int, bool) {
 }
 
 // responsibility says which prepared transactions a subtask rolls back at
-// open when they are not among its restored handles: those of the subtasks
-// it succeeds in the restored generation, those of its own index in the
-// current generation, and gids without a generation from the subtasks it
-// succeeds (or from its own index on a fresh start).
+// open when they are not among its restored handles:
+//
+//   - those of its own index in the current generation;
+//   - on a restore, those of the subtasks it succeeds in the restored
+//     generation, and the abandoned ones: a generation above the restored
+//     one other than the current one (a rescale that crashed before any of
+//     its checkpoints completed), or the current generation at an index
+//     this run does not have (sub >= parallelism, left by an earlier
+//     attempt at the same generation with more subtasks); each abandoned
+//     gid falls to subtask sub mod parallelism, so exactly one subtask
+//     rolls it back;
+//   - on a fresh start, those of every generation at an index sub with
+//     sub mod parallelism equal to its own;
+//   - gids without a generation from the subtasks it succeeds, or on a
+//     fresh start at an index sub with sub mod parallelism equal to its own.
 type responsibility struct {
 	gen, prevGen int
 	sub          int
+	parallelism  int
 	succeeds     []int
 }
 
+// dealt reports whether an index of an abandoned transaction falls to this
+// subtask.
+func (r responsibility) dealt(sub int) bool {
+	if r.parallelism <= 0 {
+		return sub == r.sub
+	}
+	return sub%r.parallelism == r.sub
+}
+
 func (r responsibility) owns(p gidParts) bool {
+	fresh := r.prevGen < 0
 	if !p.hasGen {
-		return slices.Contains(r.succeeds, p.sub) || (r.prevGen < 0 && p.sub == r.sub)
+		return slices.Contains(r.succeeds, p.sub) || (fresh && r.dealt(p.sub))
 	}
-	if p.gen == r.gen && p.sub == r.sub {
+	switch {
+	case p.gen == r.gen && p.sub == r.sub:
 		return true
+	case fresh:
+		return r.dealt(p.sub)
+	case p.gen == r.prevGen && p.gen != r.gen:
+		return slices.Contains(r.succeeds, p.sub)
+	case p.gen == r.gen:
+		// Current generation, another index: a sibling's, unless this run
+		// has no such index. (When the current generation is the restored
+		// one, the siblings' indexes are the old subtasks' too, and their
+		// own successors handle them.)
+		if p.sub < r.parallelism {
+			return p.gen == r.prevGen && slices.Contains(r.succeeds, p.sub)
+		}
+		return r.dealt(p.sub)
+	case p.gen > r.prevGen:
+		return r.dealt(p.sub) // an abandoned generation
 	}
-	return r.prevGen >= 0 && p.gen == r.prevGen && slices.Contains(r.succeeds, p.sub)
+	return false
 }
 
 // quoteLiteral returns s as an SQL string literal. COMMIT PREPARED and its

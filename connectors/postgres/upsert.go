@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,6 +101,7 @@ func (c *UpsertConfig[T]) Validate() error {
 // stream by the table's key before the sink).
 type UpsertSink[T any] struct {
 	cfg    UpsertConfig[T]
+	ident  pgx.Identifier
 	keyIdx []int
 	upsert string // INSERT ... ON CONFLICT statement of one row
 	delete string // DELETE statement of one key
@@ -109,7 +113,7 @@ func NewUpsertSink[T any](cfg UpsertConfig[T]) (*UpsertSink[T], error) {
 		return nil, err
 	}
 	ident, _ := parseTable(cfg.Table)
-	s := &UpsertSink[T]{cfg: cfg}
+	s := &UpsertSink[T]{cfg: cfg, ident: ident}
 	cols := quoteColumns(cfg.Columns)
 	keys := quoteColumns(cfg.Key)
 	params := make([]string, len(cols))
@@ -143,7 +147,12 @@ func (s *UpsertSink[T]) Open(ctx clink.SinkContext) (clink.SinkWriter[T], error)
 	if err != nil {
 		return nil, err
 	}
-	return &UpsertWriter[T]{sink: s, conn: conn, subtask: ctx.Subtask, byKey: map[string]int{}}, nil
+	kinds, err := s.keyKinds(conn)
+	if err != nil {
+		closeConn(conn)
+		return nil, err
+	}
+	return &UpsertWriter[T]{sink: s, conn: conn, subtask: ctx.Subtask, byKey: map[string]int{}, keyKinds: kinds}, nil
 }
 
 // change is the netted change of one key: the last row written for it,
@@ -160,8 +169,10 @@ type UpsertWriter[T any] struct {
 	conn    *pgx.Conn
 	subtask int
 	byKey   map[string]int // encoded key -> index in changes
-	changes []change
-	keyBuf  []byte
+	// keyKinds says how each key column compares times.
+	keyKinds []keyKind
+	changes  []change
+	keyBuf   []byte
 }
 
 // Write nets the change of v into the buffer and flushes when the buffer
@@ -185,7 +196,10 @@ func (w *UpsertWriter[T]) Write(v T) error {
 		if vals[idx] == nil {
 			return fmt.Errorf("table %s: %v row with a NULL in key column %s", cfg.Table, kind, cfg.Key[i])
 		}
-		w.keyBuf = appendKey(w.keyBuf, vals[idx])
+		var err error
+		if w.keyBuf, err = appendKey(w.keyBuf, w.keyKinds[i], vals[idx]); err != nil {
+			return fmt.Errorf("table %s: %v row: key column %s: %w", cfg.Table, kind, cfg.Key[i], err)
+		}
 	}
 	if i, ok := w.byKey[string(w.keyBuf)]; ok {
 		w.changes[i] = change{del: del, values: vals}
@@ -199,32 +213,147 @@ func (w *UpsertWriter[T]) Write(v T) error {
 	return nil
 }
 
-// appendKey appends an encoding of one key value that tells values of
-// different types and values apart.
-func appendKey(b []byte, v any) []byte {
+// keyKind says how a key column compares time.Time values, as pgx sends
+// them: a timestamptz column compares instants, a timestamp column the
+// wall clock (pgx drops the zone), a date column the wall clock's date.
+type keyKind uint8
+
+const (
+	keyInstant keyKind = iota
+	keyWallClock
+	keyDate
+)
+
+// appendKey appends an encoding of one key value under which two values
+// are equal when the server takes them as equal: integers of any width
+// alike, time.Time by instant (or wall clock, or date; see keyKind) to the
+// microsecond the server keeps, floats with -0 as 0. It refuses values
+// that have no such encoding: pointers and other reference types, whose
+// formatted form is an address, and NaN.
+func appendKey(b []byte, kind keyKind, v any) ([]byte, error) {
 	switch x := v.(type) {
 	case string:
-		b = append(b, 's')
-		b = strconv.AppendInt(b, int64(len(x)), 10)
-		b = append(b, ':')
-		b = append(b, x...)
-	case int64:
-		b = append(b, 'i')
-		b = strconv.AppendInt(b, x, 10)
+		b = appendLenPrefixed(b, 's', x)
+	case []byte:
+		b = appendLenPrefixed(b, 'b', string(x))
+	case bool:
+		b = append(b, 't')
+		b = strconv.AppendBool(b, x)
 	case int:
-		b = append(b, 'i')
-		b = strconv.AppendInt(b, int64(x), 10)
+		b = appendInt(b, int64(x))
+	case int8:
+		b = appendInt(b, int64(x))
+	case int16:
+		b = appendInt(b, int64(x))
 	case int32:
-		b = append(b, 'i')
-		b = strconv.AppendInt(b, int64(x), 10)
+		b = appendInt(b, int64(x))
+	case int64:
+		b = appendInt(b, x)
+	case uint:
+		b = appendUint(b, uint64(x))
+	case uint8:
+		b = appendUint(b, uint64(x))
+	case uint16:
+		b = appendUint(b, uint64(x))
+	case uint32:
+		b = appendUint(b, uint64(x))
+	case uint64:
+		b = appendUint(b, x)
+	case float32:
+		if x != x {
+			return b, errors.New("a float NaN cannot be a key")
+		}
+		if x == 0 {
+			x = 0 // -0 = 0 on the server
+		}
+		b = append(b, 'f')
+		b = strconv.AppendFloat(b, float64(x), 'g', -1, 32)
+	case float64:
+		if math.IsNaN(x) {
+			return b, errors.New("a float NaN cannot be a key")
+		}
+		if x == 0 {
+			x = 0
+		}
+		b = append(b, 'd')
+		b = strconv.AppendFloat(b, x, 'g', -1, 64)
+	case time.Time:
+		b = appendTime(b, kind, x)
 	default:
+		switch k := reflect.TypeOf(v).Kind(); k {
+		case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.UnsafePointer:
+			what := map[reflect.Kind]string{reflect.Pointer: "pointer", reflect.Interface: "interface", reflect.Map: "map",
+				reflect.Slice: "slice", reflect.Chan: "channel", reflect.Func: "function", reflect.UnsafePointer: "pointer"}[k]
+			return b, fmt.Errorf("a value of type %T (a %s) cannot be a key: equal keys could encode differently; pass the value itself", v, what)
+		}
 		s := fmt.Sprintf("%T:%v", v, v)
-		b = append(b, 'o')
-		b = strconv.AppendInt(b, int64(len(s)), 10)
-		b = append(b, ':')
-		b = append(b, s...)
+		b = appendLenPrefixed(b, 'o', s)
 	}
-	return append(b, 0)
+	return append(b, 0), nil
+}
+
+func appendLenPrefixed(b []byte, tag byte, s string) []byte {
+	b = append(b, tag)
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	b = append(b, ':')
+	return append(b, s...)
+}
+
+func appendInt(b []byte, x int64) []byte {
+	return strconv.AppendInt(append(b, 'i'), x, 10)
+}
+
+func appendUint(b []byte, x uint64) []byte {
+	return strconv.AppendUint(append(b, 'i'), x, 10)
+}
+
+// appendTime encodes t as pgx sends it for a column of kind: microseconds
+// since the epoch of the instant or of the wall clock, or the wall clock's
+// date. The monotonic reading and the zone do not matter.
+func appendTime(b []byte, kind keyKind, t time.Time) []byte {
+	switch kind {
+	case keyWallClock:
+		t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	case keyDate:
+		y, m, d := t.Date()
+		b = append(b, 'D')
+		b = strconv.AppendInt(b, int64(y), 10)
+		b = append(b, '-')
+		b = strconv.AppendInt(b, int64(m), 10)
+		b = append(b, '-')
+		return strconv.AppendInt(b, int64(d), 10)
+	}
+	b = append(b, 'T')
+	return strconv.AppendInt(b, t.Unix()*1_000_000+int64(t.Nanosecond())/1000, 10)
+}
+
+// keyKinds reads the types of the key columns: time.Time keys of timestamp
+// and date columns compare by wall clock. A table the server does not know
+// (yet) gets the default, comparing instants; its flush will fail anyway.
+func (s *UpsertSink[T]) keyKinds(conn *pgx.Conn) ([]keyKind, error) {
+	kinds := make([]keyKind, len(s.cfg.Key))
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+	defer cancel()
+	rows, err := conn.Query(ctx, `SELECT a.attname, t.typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+		WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped AND a.attname = ANY($2)`,
+		s.ident.Sanitize(), s.cfg.Key)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: reading the key columns' types: %w", s.cfg.Table, err)
+	}
+	types := map[string]string{}
+	var name, typ string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { types[name] = typ; return nil }); err != nil {
+		return nil, fmt.Errorf("table %s: reading the key columns' types: %w", s.cfg.Table, err)
+	}
+	for i, k := range s.cfg.Key {
+		switch types[k] {
+		case "timestamp":
+			kinds[i] = keyWallClock
+		case "date":
+			kinds[i] = keyDate
+		}
+	}
+	return kinds, nil
 }
 
 // Flush applies the buffered changes in one transaction: an upsert for

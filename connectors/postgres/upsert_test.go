@@ -229,7 +229,10 @@ func TestAppendKeyTellsValuesApart(t *testing.T) {
 	for i, v := range vals {
 		var b []byte
 		for _, x := range v {
-			b = appendKey(b, x)
+			var err error
+			if b, err = appendKey(b, keyInstant, x); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if j, dup := seen[string(b)]; dup {
 			t.Errorf("keys %v and %v encode alike", vals[j], v)

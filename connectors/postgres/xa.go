@@ -197,7 +197,7 @@ func (s *XASink[T]) reconcile(c context.Context, ctl *pgx.Conn, ctx connector.In
 	for _, p := range ctx.Pending {
 		pending[p.GID] = true
 	}
-	r := responsibility{gen: ctx.Generation, prevGen: ctx.PreviousGeneration, sub: ctx.Subtask, succeeds: ctx.Succeeds}
+	r := responsibility{gen: ctx.Generation, prevGen: ctx.PreviousGeneration, sub: ctx.Subtask, parallelism: ctx.Parallelism, succeeds: ctx.Succeeds}
 	rolledBack, kept := 0, 0
 	for _, gid := range gids {
 		p, ok := parseGID(ctx.UID, gid)
@@ -271,8 +271,16 @@ func (s *XASink[T]) PrepareCommit(ckpt checkpoint.ID) (Committable, bool, error)
 	// A failed PREPARE TRANSACTION rolls the transaction back, so the
 	// interval is gone either way.
 	s.inTx = false
-	if _, err := s.data.Exec(c, "PREPARE TRANSACTION "+quoteLiteral(gid)); err != nil {
+	tag, err := s.data.Exec(c, "PREPARE TRANSACTION "+quoteLiteral(gid))
+	if err != nil {
 		return Committable{}, false, prepareError(s.cfg.Table, gid, err)
+	}
+	// The server answers a PREPARE of an aborted transaction block with
+	// ROLLBACK and no error: the interval's rows are gone, and a handle for
+	// them would commit nothing.
+	if got := tag.String(); got != "PREPARE TRANSACTION" {
+		return Committable{}, false, fmt.Errorf("table %s: preparing transaction %s: the server answered %q, not PREPARE TRANSACTION "+
+			"(the transaction had been aborted and was rolled back)", s.cfg.Table, gid, got)
 	}
 	return Committable{GID: gid}, true, nil
 }

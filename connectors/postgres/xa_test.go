@@ -134,10 +134,14 @@ func TestQuoteLiteral(t *testing.T) {
 func TestResponsibility(t *testing.T) {
 	g := func(gen, sub int) gidParts { return gidParts{hasGen: true, gen: gen, sub: sub, ckpt: 1} }
 	legacy := func(sub int) gidParts { return gidParts{sub: sub, ckpt: 1} }
-	fresh := responsibility{gen: 0, prevGen: -1, sub: 1}
-	same := responsibility{gen: 2, prevGen: 2, sub: 1, succeeds: []int{1}}
-	down := responsibility{gen: 3, prevGen: 2, sub: 0, succeeds: []int{0, 1}}
-	upSecond := responsibility{gen: 3, prevGen: 2, sub: 3} // a scale-up child that succeeds nobody
+	fresh := responsibility{gen: 0, prevGen: -1, sub: 1, parallelism: 2}
+	same := responsibility{gen: 2, prevGen: 2, sub: 1, parallelism: 2, succeeds: []int{1}}
+	down := responsibility{gen: 3, prevGen: 2, sub: 0, parallelism: 2, succeeds: []int{0, 1}}
+	upSecond := responsibility{gen: 3, prevGen: 2, sub: 3, parallelism: 4} // a scale-up child that succeeds nobody
+	// Generation 1 (a rescale 2→4) was abandoned; generation 0 restored at 2.
+	back := responsibility{gen: 0, prevGen: 0, sub: 1, parallelism: 2, succeeds: []int{1}}
+	// Generation 1 at 4 was abandoned; generation 0 restored at 3 becomes generation 1 again.
+	again := responsibility{gen: 1, prevGen: 0, sub: 0, parallelism: 3, succeeds: []int{0}}
 	for _, tc := range []struct {
 		name string
 		r    responsibility
@@ -161,6 +165,24 @@ func TestResponsibility(t *testing.T) {
 		{"up child own", upSecond, g(3, 3), true},
 		{"up child old same index", upSecond, g(2, 3), false},
 		{"up child legacy", upSecond, legacy(3), false},
+		{"up child abandoned later generation", upSecond, g(4, 7), true},
+		{"up child abandoned later generation, other", upSecond, g(4, 6), false},
+		{"fresh any generation", fresh, g(5, 1), true},
+		{"fresh any generation, dealt", fresh, g(5, 3), true},
+		{"fresh any generation, other", fresh, g(5, 2), false},
+		{"fresh legacy dealt", fresh, legacy(3), true},
+		{"back abandoned own index", back, g(1, 1), true},
+		{"back abandoned dealt", back, g(1, 3), true},
+		{"back abandoned other", back, g(1, 0), false},
+		{"back abandoned other dealt", back, g(1, 2), false},
+		{"back abandoned later", back, g(2, 5), true},
+		{"back current beyond parallelism", back, g(0, 3), true},
+		{"back current sibling", back, g(0, 0), false},
+		{"again abandoned beyond parallelism", again, g(1, 3), true},
+		{"again beyond parallelism, other", again, g(1, 4), false},
+		{"again sibling", again, g(1, 1), false},
+		{"again old sibling", again, g(0, 1), false},
+		{"again later", again, g(2, 3), true},
 	} {
 		if got := tc.r.owns(tc.p); got != tc.want {
 			t.Errorf("%s: owns(%+v) = %v, want %v", tc.name, tc.p, got, tc.want)
