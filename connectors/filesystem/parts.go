@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/connector"
 )
 
 // Suffixes of the hidden names a part file has before it is committed.
@@ -29,7 +30,7 @@ type PartFile struct {
 }
 
 // Committable is the handle of what one sink subtask staged for one
-// checkpoint: files in Dir to be renamed from their staged to their final
+// checkpoint: files in Dir to be published from their staged to their final
 // names.
 type Committable struct {
 	// Dir is the absolute path of the directory the files are in.
@@ -46,31 +47,103 @@ const committableVersion = 1
 // Abort are safe to run concurrently with the sink's writes.
 type Publisher struct{}
 
-// Commit renames every staged file of c to its final name, then fsyncs the
-// directory. It is idempotent: a file whose staged name is gone and whose
-// final name exists was committed before. A file under neither name is an
-// error, since its records would be lost.
+// Commit publishes every staged file of c under its final name, never
+// replacing a file that already has that name: it links the final name to
+// the staged file (a link fails when the name exists), fsyncs the
+// directory, and only then removes the staged names. Every step is safe to
+// be killed after, and Commit is idempotent:
+//
+//   - the staged name gone and the final name present: committed before;
+//   - both names present and the same file: killed between the link and the
+//     removal; only the removal is left to do;
+//   - both present and different files: the final name is another file,
+//     which Commit refuses to replace (an error naming both);
+//   - neither present: an error, since the file's records would be lost.
+//
+// On a filesystem without hard links Commit falls back to a rename after
+// checking that the final name is free, which cannot exclude a file
+// created between the check and the rename.
 func (Publisher) Commit(c Committable) error {
+	var remove []string
 	for _, f := range c.Files {
 		staged, final := filepath.Join(c.Dir, f.Staged), filepath.Join(c.Dir, f.Final)
-		err := os.Rename(staged, final)
-		if err == nil {
-			continue
+		linked, err := publish(staged, final)
+		if err != nil {
+			return err
 		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("committing %s: renaming it to %s: %w", staged, f.Final, pathCause(err))
+		if linked {
+			remove = append(remove, staged)
 		}
-		if _, serr := os.Lstat(final); serr == nil {
-			continue // committed before a crash
-		} else if !errors.Is(serr, fs.ErrNotExist) {
-			return fmt.Errorf("committing %s: checking whether %s exists: %w", staged, final, pathCause(serr))
-		}
-		return fmt.Errorf("committing %s: neither the staged file nor the committed file %s exists; the records it held are lost", staged, final)
 	}
 	if len(c.Files) > 0 && store.FsyncEnabled() {
-		return SyncDir(c.Dir)
+		if err := syncDir(c.Dir); err != nil {
+			return err
+		}
+	}
+	// The final names are durable; the staged names are now spare links.
+	// One that a crash leaves is removed by the next commit of the handle
+	// or by the orphan sweep at open.
+	for _, staged := range remove {
+		if err := os.Remove(staged); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("committing %s: it is published, but removing the staged name failed: %w", staged, pathCause(err))
+		}
 	}
 	return nil
+}
+
+// publish gives the staged file its final name without replacing another
+// file. linked is true when the staged name is still a link to the
+// published file and must be removed once the directory is synced.
+func publish(staged, final string) (linked bool, err error) {
+	name := filepath.Base(final)
+	err = os.Link(staged, final)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrExist):
+		si, serr := os.Lstat(staged)
+		if errors.Is(serr, fs.ErrNotExist) {
+			// Staged gone since the link: committed concurrently.
+			return false, nil
+		}
+		if serr != nil {
+			return false, fmt.Errorf("committing %s: %w", staged, pathCause(serr))
+		}
+		fi, ferr := os.Lstat(final)
+		if ferr != nil {
+			return false, fmt.Errorf("committing %s: checking %s: %w", staged, name, pathCause(ferr))
+		}
+		if !os.SameFile(si, fi) {
+			return false, fmt.Errorf("committing %s: %s exists and is not this commit's file; refusing to replace it", staged, name)
+		}
+		return true, nil // linked before a crash; the removal is left
+	case errors.Is(err, fs.ErrNotExist):
+		if _, serr := os.Lstat(final); serr == nil {
+			return false, nil // committed before a crash
+		} else if !errors.Is(serr, fs.ErrNotExist) {
+			return false, fmt.Errorf("committing %s: checking whether %s exists: %w", staged, final, pathCause(serr))
+		}
+		return false, fmt.Errorf("committing %s: neither the staged file nor the committed file %s exists; the records it held are lost", staged, final)
+	case linkUnsupported(err):
+		if _, ferr := os.Lstat(final); ferr == nil {
+			return false, fmt.Errorf("committing %s: %s exists and is not this commit's file; refusing to replace it", staged, name)
+		} else if !errors.Is(ferr, fs.ErrNotExist) {
+			return false, fmt.Errorf("committing %s: checking whether %s exists: %w", staged, final, pathCause(ferr))
+		}
+		if err := os.Rename(staged, final); err != nil {
+			return false, fmt.Errorf("committing %s: renaming it to %s: %w", staged, name, pathCause(err))
+		}
+		return false, nil
+	default:
+		return false, fmt.Errorf("committing %s: linking it as %s: %w", staged, name, pathCause(err))
+	}
+}
+
+// linkUnsupported reports whether a link failed because the filesystem has
+// no hard links.
+func linkUnsupported(err error) bool {
+	return errors.Is(err, errors.ErrUnsupported) || errors.Is(err, syscall.EPERM) ||
+		errors.Is(err, syscall.ENOTSUP) || errors.Is(err, syscall.EOPNOTSUPP)
 }
 
 // Abort removes every staged file of c. It is idempotent: a file that is
@@ -234,11 +307,15 @@ func NewPartFiles(dir, prefix, ext string) (*PartFiles, error) {
 // Dir returns the absolute path of the directory.
 func (p *PartFiles) Dir() string { return p.dir }
 
-// Open prepares the directory for subtask subtask of a run with the given
-// run token, creating it if needed.
-func (p *PartFiles) Open(subtask int, runToken string) error {
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
-		return fmt.Errorf("creating sink directory %s: %w", p.dir, pathCause(err))
+// Open prepares the directory for the subtask that ctx describes: it
+// creates the directory if needed, fsyncing the parent of every directory
+// it creates, and removes the orphans of crashed runs (see RemoveOrphans).
+func (p *PartFiles) Open(ctx connector.InitContext[Committable]) error {
+	if ctx.RunToken == "" {
+		return fmt.Errorf("opening sink directory %s: empty run token", p.dir)
+	}
+	if err := p.makeDir(); err != nil {
+		return err
 	}
 	fi, err := os.Stat(p.dir)
 	if err != nil {
@@ -247,8 +324,147 @@ func (p *PartFiles) Open(subtask int, runToken string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("opening sink directory %s: not a directory", p.dir)
 	}
-	p.run = "sub" + strconv.Itoa(subtask) + "-" + runToken
+	p.run = "sub" + strconv.Itoa(ctx.Subtask) + "-" + ctx.RunToken
+	return p.removeOrphans(ctx)
+}
+
+// makeDir creates the sink directory and its missing ancestors, and fsyncs
+// the parent of each one it creates (unless fsyncs are off), so that a
+// power loss cannot drop a directory that committed files are in. A
+// directory that another subtask creates at the same moment is synced
+// too: both sync its parent.
+func (p *PartFiles) makeDir() error {
+	var missing []string
+	for d := p.dir; ; {
+		_, err := os.Stat(d)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("creating sink directory %s: %w", p.dir, pathCause(err))
+		}
+		missing = append(missing, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		d := missing[i]
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("creating sink directory %s: %w", p.dir, pathCause(err))
+		}
+		if store.FsyncEnabled() {
+			if err := syncDir(filepath.Dir(d)); err != nil {
+				return fmt.Errorf("creating sink directory %s: %w", p.dir, err)
+			}
+		}
+	}
 	return nil
+}
+
+// removeOrphans removes the hidden files (in progress or staged) that
+// crashed runs of this sink (its prefix and extension) left in the
+// directory. It relies on one job per directory and prefix. A file named
+// for subtask j with run token t is removed when:
+//
+//   - t is not this run's token;
+//   - no other subtask of this run writes files of index j: j is this
+//     subtask, or j >= the parallelism;
+//   - this subtask owns index j: j is in ctx.Succeeds, or j is this
+//     subtask on a fresh start (ctx.PreviousGeneration < 0); an
+//     in-progress file of this subtask's own index counts as owned, since
+//     no handle names an in-progress file;
+//   - a staged file: no handle in ctx.Pending names it (the Committer
+//     recovers those after Open).
+//
+// After a rescale, staged orphans of an old subtask whose index another
+// live subtask holds stay behind: telling them from that subtask's own
+// staged files would need its run token.
+func (p *PartFiles) removeOrphans(ctx connector.InitContext[Committable]) error {
+	owned := map[int]bool{}
+	if ctx.PreviousGeneration < 0 {
+		owned[ctx.Subtask] = true
+	}
+	for _, j := range ctx.Succeeds {
+		owned[j] = true
+	}
+	keep := map[string]bool{}
+	for _, c := range ctx.Pending {
+		for _, f := range c.Files {
+			keep[f.Staged] = true
+		}
+	}
+	entries, err := os.ReadDir(p.dir)
+	if err != nil {
+		return fmt.Errorf("listing sink directory %s for orphans: %w", p.dir, pathCause(err))
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		j, token, staged, ok := p.parseHidden(name)
+		if !ok || token == ctx.RunToken || !e.Type().IsRegular() {
+			continue
+		}
+		if j != ctx.Subtask && j < ctx.Parallelism {
+			continue // another live subtask's index
+		}
+		if staged && (!owned[j] || keep[name]) || !staged && !owned[j] && j != ctx.Subtask {
+			continue
+		}
+		path := filepath.Join(p.dir, name)
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("removing orphaned part file %s: %w", path, pathCause(err)))
+			continue
+		}
+		removed = append(removed, name)
+	}
+	if len(removed) > 0 && ctx.Logger != nil {
+		ctx.Logger.Info("removed orphaned part files of crashed runs", "dir", p.dir, "subtask", ctx.Subtask, "files", len(removed), "first", removed[0])
+	}
+	return errors.Join(errs...)
+}
+
+// parseHidden reports whether name is a hidden file of this sink,
+// .<prefix>-sub<N>-<run>-<seq><ext>.inprogress or
+// .<prefix>-sub<N>-<run>-<ckpt>[-<i>]<ext>.staged, and returns N, the run
+// token and whether it is staged. The token and numbers must be plain
+// (letters and digits), so that another prefix that starts with this one
+// never parses.
+func (p *PartFiles) parseHidden(name string) (subtask int, token string, staged, ok bool) {
+	rest, inProgress := strings.CutSuffix(name, p.ext+inProgressSuffix)
+	if !inProgress {
+		if rest, staged = strings.CutSuffix(name, p.ext+stagedSuffix); !staged {
+			return 0, "", false, false
+		}
+	}
+	rest, ok = strings.CutPrefix(rest, "."+p.prefix+"-sub")
+	if !ok {
+		return 0, "", false, false
+	}
+	fields := strings.Split(rest, "-")
+	if len(fields) != 3 && !(staged && len(fields) == 4) {
+		return 0, "", false, false
+	}
+	for i, f := range fields {
+		if f == "" {
+			return 0, "", false, false
+		}
+		for _, r := range f {
+			digit := r >= '0' && r <= '9'
+			alnum := digit || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+			if i == 1 && !alnum || i != 1 && !digit {
+				return 0, "", false, false
+			}
+		}
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 0, "", false, false
+	}
+	return n, fields[1], staged, true
 }
 
 // Create opens a new in-progress file and returns it. The previous one
@@ -320,7 +536,7 @@ func (p *PartFiles) Stage(stage string) (c Committable, ok bool, err error) {
 	}
 	p.finished = p.finished[:0]
 	if store.FsyncEnabled() {
-		if err := SyncDir(p.dir); err != nil {
+		if err := syncDir(p.dir); err != nil {
 			return Committable{}, false, err
 		}
 	}
@@ -344,6 +560,9 @@ func (p *PartFiles) Discard() error {
 	p.finished = nil
 	return errors.Join(errs...)
 }
+
+// syncDir is SyncDir; tests replace it to see which directories are synced.
+var syncDir = SyncDir
 
 // SyncDir fsyncs directory dir, so that the files created, renamed or
 // removed in it survive a power loss. A filesystem that cannot fsync a

@@ -84,7 +84,7 @@ type Sink[T any] struct {
 // Open implements connector.CommittingSink.
 func (s *Sink[T]) Open(ctx connector.InitContext[Committable]) error {
 	s.ctx = ctx
-	return s.parts.Open(ctx.Subtask, ctx.RunToken)
+	return s.parts.Open(ctx)
 }
 
 // Write implements connector.CommittingSink: it appends v to the open part

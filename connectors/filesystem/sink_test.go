@@ -266,7 +266,7 @@ func TestPartFilesMisuse(t *testing.T) {
 	if _, err := p.Create(); err == nil || !strings.Contains(err.Error(), "not open") {
 		t.Errorf("create before open: %v", err)
 	}
-	if err := p.Open(0, "r"); err != nil {
+	if err := p.Open(connector.InitContext[Committable]{RunToken: "r"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := p.Create(); err != nil {
@@ -280,5 +280,175 @@ func TestPartFilesMisuse(t *testing.T) {
 	}
 	if _, err := NewPartFiles("d", "p", "/x"); err == nil || !strings.Contains(err.Error(), "path separator") {
 		t.Errorf("extension with a separator: %v", err)
+	}
+}
+
+// recordSyncs makes the package's directory fsyncs record their paths.
+func recordSyncs(t *testing.T) *[]string {
+	t.Helper()
+	var synced []string
+	old := syncDir
+	syncDir = func(dir string) error {
+		synced = append(synced, dir)
+		return old(dir)
+	}
+	t.Cleanup(func() { syncDir = old })
+	return &synced
+}
+
+// TestSinkSyncsParentsOfCreatedDirectories: a directory the sink creates
+// is an entry in its parent, which must be fsynced too, or a power loss
+// after a commit can drop the directory with every committed file.
+func TestSinkSyncsParentsOfCreatedDirectories(t *testing.T) {
+	base := t.TempDir()
+	synced := recordSyncs(t)
+	openSink[kv](t, filepath.Join(base, "a", "b"), CSV, SinkOptions{})
+	for _, want := range []string{base, filepath.Join(base, "a")} {
+		if !slices.Contains(*synced, want) {
+			t.Errorf("creating %s/a/b synced %q, not %s", base, *synced, want)
+		}
+	}
+
+	// An existing directory needs nothing; with fsyncs off, nothing is
+	// synced.
+	*synced = nil
+	openSink[kv](t, filepath.Join(base, "a", "b"), CSV, SinkOptions{})
+	if len(*synced) != 0 {
+		t.Errorf("opening an existing directory synced %q", *synced)
+	}
+	t.Setenv("CLINK_STATE_FSYNC", "0")
+	openSink[kv](t, filepath.Join(base, "c", "d"), CSV, SinkOptions{})
+	if len(*synced) != 0 {
+		t.Errorf("with CLINK_STATE_FSYNC=0, creating a directory synced %q", *synced)
+	}
+}
+
+// TestCommitNeverReplacesAnotherFile: a final name that exists and is not
+// the handle's own file is never overwritten; the commit fails and keeps
+// the staged file. A commit killed between publishing the file and
+// removing its staged name finishes when it runs again.
+func TestCommitNeverReplacesAnotherFile(t *testing.T) {
+	dir := t.TempDir()
+	s := openSink[kv](t, dir, CSV, SinkOptions{})
+	if err := s.Write(kv{K: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	c, _, err := s.PrepareCommit(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged, final := filepath.Join(dir, c.Files[0].Staged), filepath.Join(dir, c.Files[0].Final)
+	writeFile(t, final, "theirs\n")
+	err = s.Commit(c)
+	if err == nil || !strings.Contains(err.Error(), c.Files[0].Final) || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("committing onto another file: %v", err)
+	}
+	if data, _ := os.ReadFile(final); string(data) != "theirs\n" {
+		t.Fatalf("the other file now holds %q", data)
+	}
+	if _, err := os.Stat(staged); err != nil {
+		t.Fatalf("the failed commit lost the staged file: %v", err)
+	}
+
+	// Killed after the link, before the staged name was removed: both
+	// names are the one file, and the commit again completes.
+	if err := os.Remove(final); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(staged, final); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(c); err != nil {
+		t.Fatalf("finishing a commit killed between link and remove: %v", err)
+	}
+	if got := names(t, dir); !slices.Equal(got, []string{c.Files[0].Final}) {
+		t.Fatalf("after the commit: %q", got)
+	}
+	if data, _ := os.ReadFile(final); string(data) != "mine,0\n" {
+		t.Fatalf("committed %q", data)
+	}
+	// And once more: staged gone, final present.
+	if err := s.Commit(c); err != nil {
+		t.Fatalf("committing a committed handle: %v", err)
+	}
+}
+
+// TestOpenRemovesOrphans: at open a subtask removes the hidden files of
+// this sink that crashed runs of the subtasks it succeeds left behind, and
+// nothing else: not what a pending handle names, not another sink's, not
+// another live subtask's, not this run's.
+func TestOpenRemovesOrphans(t *testing.T) {
+	type tc struct {
+		name   string
+		ctx    connector.InitContext[Committable]
+		remove []string // files that must go; every other stays
+	}
+	pending := Committable{Files: []PartFile{{Staged: ".part-sub1-old2-7.csv.staged", Final: "part-sub1-old2-7.csv"}}}
+	files := []string{
+		".part-sub1-old1-3.csv.inprogress",
+		".part-sub1-old1-5.csv.staged",
+		".part-sub1-old1-5-1.csv.staged",
+		".part-sub1-old2-7.csv.staged",    // named by the pending handle
+		".part-sub1-now-1.csv.inprogress", // this run's
+		".part-sub0-old1-2.csv.inprogress",
+		".part-sub0-old1-2.csv.staged",
+		".part-sub5-old1-2.csv.inprogress",
+		".part-sub5-old1-4.csv.staged",
+		".part-sub1-old1-3.json.inprogress",       // another format
+		".other-sub1-old1-3.csv.inprogress",       // another prefix
+		".part-sub1-x-sub1-old1-3.csv.inprogress", // prefix part-sub1-x
+		"part-sub1-old1-1.csv",                    // committed
+		".part-sub1-old1-9.csv.staged.tmp",
+	}
+	base := func() connector.InitContext[Committable] {
+		return connector.InitContext[Committable]{UID: "out", Subtask: 1, Parallelism: 2, RunToken: "now", Logger: slog.New(slog.DiscardHandler)}
+	}
+	fresh := base()
+	fresh.PreviousGeneration = -1
+	restored := base()
+	restored.Succeeds, restored.Pending = []int{1}, []Committable{pending}
+	// Scaled down from 6: subtask 1 succeeds old 1 and 5 (index 5 is not
+	// live any more) and 0 (index 0 is: another live subtask writes it).
+	down := base()
+	down.Generation, down.Succeeds, down.Pending = 1, []int{0, 1, 5}, []Committable{pending}
+	// Scaled up: subtask 1 succeeds nobody; another subtask owns old 1's
+	// staged files, but only this one writes in-progress files of index 1.
+	up := base()
+	up.Generation, up.Parallelism = 1, 4
+	for _, c := range []tc{
+		{"fresh", fresh, []string{".part-sub1-old1-3.csv.inprogress", ".part-sub1-old1-5.csv.staged", ".part-sub1-old1-5-1.csv.staged", ".part-sub1-old2-7.csv.staged"}},
+		{"restored", restored, []string{".part-sub1-old1-3.csv.inprogress", ".part-sub1-old1-5.csv.staged", ".part-sub1-old1-5-1.csv.staged"}},
+		{"scaled down", down, []string{".part-sub1-old1-3.csv.inprogress", ".part-sub1-old1-5.csv.staged", ".part-sub1-old1-5-1.csv.staged", ".part-sub5-old1-2.csv.inprogress", ".part-sub5-old1-4.csv.staged"}},
+		{"scaled up", up, []string{".part-sub1-old1-3.csv.inprogress"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range files {
+				writeFile(t, filepath.Join(dir, f), "x\n")
+			}
+			newSink, err := NewSink[kv](dir, CSV, SinkOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newSink()
+			ctx := c.ctx
+			for i := range ctx.Pending {
+				ctx.Pending[i].Dir = dir
+			}
+			if err := s.Open(ctx); err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var want []string
+			for _, f := range files {
+				if !slices.Contains(c.remove, f) {
+					want = append(want, f)
+				}
+			}
+			slices.Sort(want)
+			if got := names(t, dir); !slices.Equal(got, want) {
+				t.Fatalf("after open the directory holds\n%q\nwant\n%q", got, want)
+			}
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/clinkstream/clink/connector"
 )
@@ -23,6 +24,14 @@ type Source[T any] struct {
 	pattern string
 	format  Format
 	codec   codec[T]
+
+	// The listing that every fresh subtask deals from: made by the first
+	// one to open, so that all subtasks of the job see the same files
+	// (subtasks listing for themselves at different moments could deal a
+	// file twice or not at all when the directory changes in between).
+	listOnce sync.Once
+	listed   []string
+	listErr  error
 }
 
 // NewSource returns a source of the records of type T, in format, held in
@@ -31,9 +40,11 @@ type Source[T any] struct {
 // whose names start with "." or "_" are never read, so a filesystem sink's
 // output directory can be read while it is written.
 //
-// The set of files is listed when the job first starts; it is sorted by
-// path and dealt out round robin, file i to subtask i mod parallelism, each
-// subtask reading its files one after another. The offset of a subtask is
+// The set of files is listed once, when the first subtask of a fresh job
+// opens, and that one listing is every subtask's; it is sorted by path and
+// dealt out round robin, file i to subtask i mod parallelism, each subtask
+// reading its files one after another. The Source value keeps the listing:
+// build a new one with NewSource for each job. The offset of a subtask is
 // the byte offset and line number of every file it owns, so a restored job
 // resumes each file after its last checkpointed record. A job restored at
 // another parallelism deals the files out again and keeps every file's
@@ -181,10 +192,11 @@ func (s *Source[T]) Open(ctx connector.SourceContext, offset []byte, rescaled []
 		}
 		files = owned
 	default:
-		paths, err := s.list()
-		if err != nil {
-			return nil, fmt.Errorf("file source: %w", err)
+		s.listOnce.Do(func() { s.listed, s.listErr = s.list() })
+		if s.listErr != nil {
+			return nil, fmt.Errorf("file source: %w", s.listErr)
 		}
+		paths := s.listed
 		for i, p := range paths {
 			if i%ctx.Parallelism == ctx.Subtask {
 				files = append(files, filePos{Path: p, Line: 1})

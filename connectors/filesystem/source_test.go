@@ -296,3 +296,38 @@ func FuzzSourceOffset(f *testing.F) {
 		}
 	})
 }
+
+// TestSourceListsOnceForAllSubtasks: the subtasks of one job open at
+// different moments; a file added or removed in between must not make
+// them deal from different listings (a file read twice or never). The
+// listing of the first open is every subtask's; a file added after it is
+// not read.
+func TestSourceListsOnceForAllSubtasks(t *testing.T) {
+	dir := t.TempDir()
+	all := writeInput(t, dir, 4, 5)
+	src, err := NewSource[kv](dir, CSV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const par = 3
+	var got []string
+	for sub := 0; sub < par; sub++ {
+		r, err := src.Open(ctxOf(sub, par), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, _ := readN(t, r, -1)
+		got = append(got, recs...)
+		r.Close()
+		if sub == 0 {
+			// Sorts between in-0.csv and in-1.csv: a second listing
+			// would shift every later file to another subtask.
+			writeFile(t, filepath.Join(dir, "in-0a.csv"), "late,1\n")
+		}
+	}
+	slices.Sort(got)
+	slices.Sort(all)
+	if !slices.Equal(got, all) {
+		t.Fatalf("read %q, want every record of the first listing exactly once (%d)", got, len(all))
+	}
+}

@@ -120,7 +120,7 @@ type Sink[T any] struct {
 // Open implements connector.CommittingSink.
 func (s *Sink[T]) Open(ctx connector.InitContext[filesystem.Committable]) error {
 	s.ctx = ctx
-	return s.parts.Open(ctx.Subtask, ctx.RunToken)
+	return s.parts.Open(ctx)
 }
 
 // Write implements connector.CommittingSink: it appends v to the current
