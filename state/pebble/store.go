@@ -67,8 +67,22 @@ func newStore(limit int64) *store {
 
 func (s *store) cost(e *entry) int64 { return int64(len(e.key)+cap(e.val)) + entryOverhead }
 
-// Get implements state.BytesStore.
-func (s *store) Get(key []byte) ([]byte, bool, error) {
+// Get implements state.BytesStore. Pebble panics when a read finds a
+// corrupt block (a restored file damaged on disk); that becomes an error.
+func (s *store) Get(key []byte) (val []byte, ok bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, isErr := r.(error); isErr && pebble.IsCorruptionError(e) {
+				if s.it != nil {
+					_ = s.it.Close()
+					s.it = nil
+				}
+				val, ok, err = nil, false, fmt.Errorf("reading from pebble: %w", e)
+				return
+			}
+			panic(r)
+		}
+	}()
 	if e := s.lookup(key); e != nil {
 		e.flags |= referenced
 		return e.val, e.flags&present != 0, nil
