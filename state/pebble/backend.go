@@ -161,7 +161,15 @@ func (b *Backend) pebbleOptions(readOnly bool) *pebble.Options {
 		// small by rotating it early.
 		MaxManifestFileSize: 64 << 10,
 		Logger:              pebbleLogger{b.opts.Logger},
-		ReadOnly:            readOnly,
+		// A corrupt block (a restored file damaged on disk) is logged and
+		// the read that found it fails with an error; Pebble's default
+		// would end the process.
+		EventListener: &pebble.EventListener{
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				b.opts.Logger.Error("pebble found corrupt data", "channel", "state.pebble", "info", info.String())
+			},
+		},
+		ReadOnly: readOnly,
 		// A checkpoint uploads the files compactions wrote since the last
 		// one: letting more flushes gather in L0 before they are merged
 		// into the base level cuts how often the base level is rewritten
