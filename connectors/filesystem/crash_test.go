@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -260,35 +259,10 @@ func checkCounts(t *testing.T, got []countRec) {
 // and that every armed fault point fired.
 func reportRuns(t *testing.T, res crashtest.Result, took time.Duration) {
 	t.Helper()
-	restored, armed, fired := 0, map[string]int{}, map[string]int{}
-	for _, r := range res.Runs {
-		if r.Restore != "" {
-			restored++
-		}
-		if r.Fault != "" {
-			point, _, _ := strings.Cut(r.Fault, "@")
-			armed[point]++
-			if strings.Contains(r.Stderr, "fault point "+point+" reached") {
-				fired[point]++
-			}
-		}
-	}
 	if os.Getenv("CLINK_FS_CRASH_DEBUG") != "" {
 		for i, r := range res.Runs {
 			t.Logf("run %d: restore=%q fault=%q killed=%v elapsed=%v stderr=%q", i, r.Restore, r.Fault, r.Killed, r.Elapsed, r.Stderr)
 		}
 	}
-	t.Logf("%d runs in %v: %d killed, %d restored from a checkpoint; armed fault points %v, fired %v",
-		len(res.Runs), took.Round(time.Millisecond), res.Kills, restored, armed, fired)
-	if restored < len(res.Runs)/2 {
-		t.Errorf("only %d of %d runs restored from a checkpoint", restored, len(res.Runs))
-	}
-	for _, p := range crashFaults {
-		if fired[p] == 0 {
-			t.Errorf("fault point %s never fired (armed %d times)", p, armed[p])
-		}
-	}
-	if last := res.Runs[len(res.Runs)-1]; strings.Contains(last.Stderr, "panic") {
-		t.Errorf("the last run printed a panic:\n%s", last.Stderr)
-	}
+	res.Check(t, took, crashFaults...)
 }

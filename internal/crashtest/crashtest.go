@@ -12,7 +12,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -206,4 +208,44 @@ func completed(dir string) ([]uint64, error) {
 		out[i] = uint64(id)
 	}
 	return out, nil
+}
+
+// Check logs what a crash test's runs did and reports, through t, the
+// verdicts every campaign shares: at least half the runs restored from a
+// checkpoint (so the kills exercised recovery, not only fresh starts),
+// every fault point in mustFire fired at least once, and the last run
+// printed no panic.
+func (r Result) Check(t testing.TB, took time.Duration, mustFire ...string) {
+	t.Helper()
+	restored, armed, fired := 0, map[string]int{}, map[string]int{}
+	for _, run := range r.Runs {
+		if run.Restore != "" {
+			restored++
+		}
+		if run.Fault != "" {
+			point, _, _ := strings.Cut(run.Fault, "@")
+			armed[point]++
+			if strings.Contains(run.Stderr, "fault point "+point+" reached") {
+				fired[point]++
+			}
+		}
+	}
+	if len(r.Runs) == 0 {
+		t.Errorf("the crash test ran nothing")
+		return
+	}
+	last := r.Runs[len(r.Runs)-1]
+	t.Logf("%d runs in %v: %d killed, %d restored from a checkpoint, the last ran %v; armed fault points %v, fired %v",
+		len(r.Runs), took.Round(time.Millisecond), r.Kills, restored, last.Elapsed.Round(time.Millisecond), armed, fired)
+	if restored < len(r.Runs)/2 {
+		t.Errorf("only %d of %d runs restored from a checkpoint", restored, len(r.Runs))
+	}
+	for _, p := range mustFire {
+		if fired[p] == 0 {
+			t.Errorf("fault point %s never fired (armed %d times)", p, armed[p])
+		}
+	}
+	if strings.Contains(last.Stderr, "panic") {
+		t.Errorf("the last run printed a panic:\n%s", last.Stderr)
+	}
 }
