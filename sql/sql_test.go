@@ -164,28 +164,9 @@ CREATE TABLE r (k INT, x BIGINT, s STRING) WITH ('connector' = 'datagen', 'rows-
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := dbsql.Open("sqlite", ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("CREATE TABLE r (k INTEGER, x INTEGER, s TEXT)"); err != nil {
-		t.Fatal(err)
-	}
-	tx, _ := db.Begin()
-	for i := int64(0); i < n; i++ {
-		r := gen.Row(i)
-		var x any
-		if !r.Values[1].IsNull() {
-			x = r.Values[1].Int64()
-		}
-		if _, err := tx.Exec("INSERT INTO r VALUES (?, ?, ?)", r.Values[0].Int64(), x, r.Values[2].Str()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	db := loadSQLite(t, gen, n, "CREATE TABLE r (k INTEGER, x INTEGER, s TEXT)", func(r types.Row) []any {
+		return []any{r.Values[0].Int64(), nullableInt(r.Values[1]), r.Values[2].Str()}
+	})
 	for _, tc := range []struct{ sink, query string }{
 		{"(k INT, y BIGINT)", "SELECT k, x * 2 + 1 FROM r WHERE x > 500 AND k <> 3"},
 		{"(k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT)", "SELECT k, COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x) FROM r GROUP BY k"},
@@ -227,4 +208,42 @@ CREATE TABLE r (k INT, x BIGINT, s STRING) WITH ('connector' = 'datagen', 'rows-
 			}
 		})
 	}
+}
+
+// loadSQLite returns an in-memory SQLite database whose table r (created
+// by ddl) holds rows 0..n-1 of gen, each turned into insert arguments by
+// args; a NULL BIGINT column becomes a SQL NULL through nullableInt.
+func loadSQLite(t *testing.T, gen *datagen.Generator, n int64, ddl string, args func(r types.Row) []any) *dbsql.DB {
+	t.Helper()
+	db, err := dbsql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(ddl); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(0); i < n; i++ {
+		a := args(gen.Row(i))
+		marks := strings.TrimSuffix(strings.Repeat("?, ", len(a)), ", ")
+		if _, err := tx.Exec("INSERT INTO r VALUES ("+marks+")", a...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// nullableInt is v as an insert argument: nil for NULL.
+func nullableInt(v types.Value) any {
+	if v.IsNull() {
+		return nil
+	}
+	return v.Int64()
 }

@@ -3,7 +3,6 @@ package sql_test
 import (
 	"bytes"
 	"context"
-	dbsql "database/sql"
 	"fmt"
 	"os"
 	"slices"
@@ -133,28 +132,9 @@ CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BI
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := dbsql.Open("sqlite", ":memory:")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec("CREATE TABLE r (k INTEGER, x INTEGER, ms INTEGER)"); err != nil {
-		t.Fatal(err)
-	}
-	tx, _ := db.Begin()
-	for i := int64(0); i < n; i++ {
-		r := gen.Row(i)
-		var x any
-		if !r.Values[1].IsNull() {
-			x = r.Values[1].Int64()
-		}
-		if _, err := tx.Exec("INSERT INTO r VALUES (?, ?, ?)", r.Values[0].Int64(), x, r.Values[2].Int64()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	db := loadSQLite(t, gen, n, "CREATE TABLE r (k INTEGER, x INTEGER, ms INTEGER)", func(r types.Row) []any {
+		return []any{r.Values[0].Int64(), nullableInt(r.Values[1]), r.Values[2].Int64()}
+	})
 	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x)"
 	const epochMs = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT) * 1000"
 	for _, tc := range []struct{ name, clink, sqlite string }{
