@@ -232,6 +232,10 @@ func writeAll(f vfs.File, data []byte) error {
 	return nil
 }
 
+// SyncDir fsyncs directory dir on the operating system's filesystem, with
+// the terms of syncDir; for connectors that publish files themselves.
+func SyncDir(dir string) error { return syncDir(vfs.Default, dir) }
+
 // syncDir fsyncs a directory so that the entries created, renamed or removed
 // in it survive a crash. A filesystem that does not support fsync on a
 // directory is not an error (see dirSyncUnsupported).

@@ -561,26 +561,9 @@ func (p *PartFiles) Discard() error {
 	return errors.Join(errs...)
 }
 
-// syncDir is SyncDir; tests replace it to see which directories are synced.
-var syncDir = SyncDir
-
-// SyncDir fsyncs directory dir, so that the files created, renamed or
-// removed in it survive a power loss. A filesystem that cannot fsync a
-// directory is not an error.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("opening directory %s to sync it: %w", dir, pathCause(err))
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, errors.ErrUnsupported) {
-		return fmt.Errorf("syncing directory %s: %w", dir, pathCause(err))
-	}
-	return nil
-}
+// syncDir fsyncs a directory (store.SyncDir); tests replace it to see
+// which directories are synced.
+var syncDir = store.SyncDir
 
 // pathCause strips an *os.PathError or *os.LinkError, whose message
 // repeats the path, from err, since the messages built here name the path

@@ -225,7 +225,7 @@ func TestCommitAndAbortEdgeCases(t *testing.T) {
 		t.Errorf("aborting a blocked name: %v", err)
 	}
 
-	if err := SyncDir(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "nope") {
+	if err := syncDir(filepath.Join(dir, "nope")); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("syncing a missing directory: %v", err)
 	}
 }
