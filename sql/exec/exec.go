@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -52,7 +53,7 @@ type Options struct {
 
 // Connectors describes the connectors this package can build.
 func Connectors() []*catalog.Connector {
-	return []*catalog.Connector{
+	cs := []*catalog.Connector{
 		{
 			Name:   "datagen",
 			Source: true,
@@ -88,6 +89,46 @@ func Connectors() []*catalog.Connector {
 		{Name: "blackhole", Sink: true, Updates: true, Options: map[string]string{}},
 		filesystemConnector(),
 	}
+	for _, c := range registered {
+		cs = append(cs, c.desc)
+	}
+	return cs
+}
+
+// connectorImpl is a connector kept in a file of its own: its catalog
+// description and how to read (scan) and write (sink) its tables; either
+// may be nil.
+type connectorImpl struct {
+	desc *catalog.Connector
+	scan func(b *builder, n *planner.Scan) (clink.Stream[types.Row], error)
+	sink func(b *builder, in clink.Stream[types.Row], n *planner.Sink) error
+}
+
+// registered are the connectors registered by registerConnector, in
+// registration order.
+var registered []connectorImpl
+
+// registerConnector adds a connector; call it from an init function.
+func registerConnector(c connectorImpl) { registered = append(registered, c) }
+
+func lookupConnector(name string) (connectorImpl, bool) {
+	for _, c := range registered {
+		if c.desc.Name == name {
+			return c, true
+		}
+	}
+	return connectorImpl{}, false
+}
+
+// nodeBuilders build the plan node kinds kept in files of their own,
+// keyed by the node's type.
+var nodeBuilders = map[reflect.Type]func(*builder, planner.Node) (clink.Stream[types.Row], error){}
+
+// registerNode adds the builder of node kind N; call it from an init
+// function.
+func registerNode[N planner.Node](f func(*builder, N) (clink.Stream[types.Row], error)) {
+	var zero N
+	nodeBuilders[reflect.TypeOf(zero)] = func(b *builder, n planner.Node) (clink.Stream[types.Row], error) { return f(b, n.(N)) }
 }
 
 func datagenFields(t *catalog.Table) []datagen.Field {
@@ -169,7 +210,11 @@ func (b *builder) stream(n planner.Node) (clink.Stream[types.Row], error) {
 	case *planner.WindowAggregate:
 		s, err = b.windowAggregate(n)
 	default:
-		err = fmt.Errorf("executing plan node %T is not implemented", n)
+		f, ok := nodeBuilders[reflect.TypeOf(n)]
+		if !ok {
+			return s, fmt.Errorf("executing plan node %T is not implemented", n)
+		}
+		s, err = f(b, n)
 	}
 	if err != nil {
 		return s, err
@@ -195,6 +240,9 @@ func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
 			s = s.SetParallelism(par)
 		}
 		return s, nil
+	}
+	if c, ok := lookupConnector(t.Connector.Name); ok && c.scan != nil {
+		return c.scan(b, n)
 	}
 	return clink.Stream[types.Row]{}, fmt.Errorf("reading connector '%s' is not implemented", t.Connector.Name)
 }
@@ -384,6 +432,9 @@ func (b *builder) sink(n *planner.Sink) error {
 		return nil
 	case "filesystem":
 		return fileSink(in, n.UID(), t)
+	}
+	if c, ok := lookupConnector(t.Connector.Name); ok && c.sink != nil {
+		return c.sink(b, in, n)
 	}
 	return fmt.Errorf("writing connector '%s' is not implemented", t.Connector.Name)
 }

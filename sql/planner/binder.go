@@ -42,13 +42,18 @@ func errorf(pos ast.Pos, format string, args ...any) error {
 }
 
 // relation is a bound FROM item: its plan and the name its columns are
-// qualified with.
+// qualified with. A join's relation has the tables of both sides in
+// tables (their columns side by side in the node's rows) and no name.
 type relation struct {
-	node Node
-	name string
+	node   Node
+	name   string
+	tables expr.Tables
 }
 
 func (r relation) scope() expr.Tables {
+	if r.tables != nil {
+		return r.tables
+	}
 	return expr.Tables{{Name: r.name, Columns: r.node.Fields()}}
 }
 
@@ -107,7 +112,7 @@ func (p *Planner) bindBody(b ast.QueryBody) (Node, error) {
 	case *ast.Query:
 		return p.bindQuery(b)
 	case *ast.SetOp:
-		return nil, errorf(b.Pos, "%s is not supported yet", setOpName(b))
+		return p.bindSetOp(b)
 	case *ast.Values:
 		return nil, errorf(b.Pos, "VALUES is not supported yet; use a datagen table")
 	}
@@ -196,7 +201,7 @@ func (p *Planner) bindFrom(ref ast.TableRef) (relation, error) {
 		}
 		return relation{node: n, name: alias}, nil
 	case *ast.Join:
-		return relation{}, errorf(r.Pos, "%s is not supported yet", r.Kind)
+		return p.bindJoin(r)
 	case *ast.TableFunction:
 		return p.windowTVF(r)
 	case *ast.Unnest:
@@ -331,7 +336,9 @@ func itemName(it *ast.SelectItem, i int) string {
 	return "EXPR$" + strconv.Itoa(i)
 }
 
-// expandItems replaces * and t.* by the columns they stand for.
+// expandItems replaces * and t.* by the columns they stand for. Over a
+// join the references are qualified, since both sides may have a column
+// of the same name.
 func expandItems(items []*ast.SelectItem, rel relation) ([]*ast.SelectItem, error) {
 	var out []*ast.SelectItem
 	for _, it := range items {
@@ -340,11 +347,28 @@ func expandItems(items []*ast.SelectItem, rel relation) ([]*ast.SelectItem, erro
 			out = append(out, it)
 			continue
 		}
-		if len(st.Qualifier) > 0 && (len(st.Qualifier) != 1 || st.Qualifier[0] != rel.name) {
-			return nil, errorf(st.Pos, "table '%s' of '%s.*' is not in the FROM clause", strings.Join(st.Qualifier, "."), strings.Join(st.Qualifier, "."))
+		tables := rel.scope()
+		if len(st.Qualifier) > 0 {
+			q := strings.Join(st.Qualifier, ".")
+			var found expr.Tables
+			for _, t := range tables {
+				if len(st.Qualifier) == 1 && t.Name == q {
+					found = append(found, t)
+				}
+			}
+			if len(found) == 0 {
+				return nil, errorf(st.Pos, "table '%s' of '%s.*' is not in the FROM clause", q, q)
+			}
+			tables = found
 		}
-		for _, f := range rel.node.Fields() {
-			out = append(out, &ast.SelectItem{Pos: st.Pos, Expr: &ast.ColumnRef{Pos: st.Pos, Parts: []string{f.Name}}})
+		for _, t := range tables {
+			for _, f := range t.Columns {
+				parts := []string{f.Name}
+				if rel.tables != nil && t.Name != "" {
+					parts = []string{t.Name, f.Name}
+				}
+				out = append(out, &ast.SelectItem{Pos: st.Pos, Expr: &ast.ColumnRef{Pos: st.Pos, Parts: parts}})
+			}
 		}
 	}
 	return out, nil
@@ -364,13 +388,20 @@ func (p *Planner) bindSelect(s *ast.Select) (Node, error) {
 	}
 	names := make([]string, len(items))
 	exprs := make([]ast.Expr, len(items))
+	over := false
 	for i, it := range items {
 		names[i], exprs[i] = itemName(it, i), it.Expr
-		if c, ok := findOver(it.Expr); ok {
-			return nil, errorf(c.Pos, "window function %s(...) OVER is not supported yet", c.Name.Last())
+		if _, ok := findOver(it.Expr); ok {
+			over = true
 		}
 	}
+	if over {
+		return p.bindOver(rel, s, items, exprs, names)
+	}
 	scope := rel.scope()
+	if n, ok, err := p.bindRankFilter(rel, s, exprs, names); ok || err != nil {
+		return n, err
+	}
 	grouped := len(s.GroupBy) > 0 || s.Having != nil || slices.ContainsFunc(exprs, hasAggregate)
 	if !grouped {
 		n, err := p.calc(rel.node, scope, s.Where, exprs, names)

@@ -30,6 +30,11 @@ type Node interface {
 	// name and args print the node in EXPLAIN: Name(args).
 	name() string
 	args() string
+	// exchange reports the hash exchange in front of input i: the input's
+	// key columns, keyed false when the input is forwarded as it is (an
+	// empty key list with keyed true is a single-subtask exchange).
+	exchange(i int) (keys []int, keyed bool)
+	setUID(uid string)
 }
 
 // base carries what every node has.
@@ -42,6 +47,12 @@ type base struct {
 func (b *base) Fields() []types.Field { return b.fields }
 func (b *base) Rowtime() int          { return b.rowtime }
 func (b *base) UID() string           { return b.uid }
+func (b *base) setUID(uid string)     { b.uid = uid }
+
+// exchange: most nodes read their input in the same task.
+func (b *base) exchange(int) ([]int, bool) { return nil, false }
+
+func (n *GroupAggregate) exchange(int) ([]int, bool) { return n.Keys, true }
 
 // Scan reads a table's physical columns from its connector.
 type Scan struct {
@@ -207,15 +218,10 @@ func explainNode(b *strings.Builder, n Node, first, rest string, changelog, uids
 		b.WriteString(", uid=[" + n.UID() + "]")
 	}
 	b.WriteString(")\n")
-	for _, in := range n.Inputs() {
-		var keys []int
-		keyed := false
-		switch g := n.(type) {
-		case *GroupAggregate:
-			keys, keyed = g.Keys, true
-		case *WindowAggregate:
-			keys, keyed = g.Keys, true
-		}
+	inputs := n.Inputs()
+	for i, in := range inputs {
+		rest := rest
+		keys, keyed := n.exchange(i)
 		if keyed {
 			// The hash exchange in front of a keyed operator.
 			dist := "single"
@@ -254,23 +260,5 @@ func assignUID(n Node, hint string) {
 	if hint != "" {
 		kind += "_" + strings.Trim(unsafeUIDChars.ReplaceAllString(hint, "_"), "_")
 	}
-	uid := kind + "_" + sum
-	switch n := n.(type) {
-	case *Scan:
-		n.uid = uid
-	case *Calc:
-		n.uid = uid
-	case *WatermarkAssigner:
-		n.uid = uid
-	case *GroupAggregate:
-		n.uid = uid
-	case *WindowTableFunction:
-		n.uid = uid
-	case *WindowAggregate:
-		n.uid = uid
-	case *Sink:
-		n.uid = uid
-	default:
-		panic(fmt.Sprintf("planner: assignUID of unknown node %T", n))
-	}
+	n.setUID(kind + "_" + sum)
 }

@@ -95,12 +95,13 @@ type WindowAggregate struct {
 	TimeCol int
 }
 
-func (n *WindowTableFunction) Inputs() []Node { return []Node{n.Input} }
-func (n *WindowAggregate) Inputs() []Node     { return []Node{n.Input} }
-func (n *WindowTableFunction) Updating() bool { return false }
-func (n *WindowAggregate) Updating() bool     { return false }
-func (n *WindowTableFunction) name() string   { return "WindowTableFunction" }
-func (n *WindowAggregate) name() string       { return "WindowAggregate" }
+func (n *WindowTableFunction) Inputs() []Node         { return []Node{n.Input} }
+func (n *WindowAggregate) exchange(int) ([]int, bool) { return n.Keys, true }
+func (n *WindowAggregate) Inputs() []Node             { return []Node{n.Input} }
+func (n *WindowTableFunction) Updating() bool         { return false }
+func (n *WindowAggregate) Updating() bool             { return false }
+func (n *WindowTableFunction) name() string           { return "WindowTableFunction" }
+func (n *WindowAggregate) name() string               { return "WindowAggregate" }
 
 func (n *WindowTableFunction) args() string {
 	return "window=[" + n.Window.String() + "]"
