@@ -47,6 +47,9 @@ type KeyedContext[K comparable, V any] struct {
 	value   *state.ValueState[K, V]
 	timers  *state.Timers[K]
 	subtask int
+	// ext is the operator's own further state (see
+	// KeyedProcessFunction.state), nil without.
+	ext any
 }
 
 // TimeDomain says which clock a timer follows: EventTime or ProcessingTime.
@@ -119,6 +122,8 @@ type keyedMember[K comparable, V any] struct {
 	// onTimer runs a fired timer of ctx.key at ctx.ts; nil: timers fire
 	// silently.
 	onTimer func(domain TimeDomain) error
+	// extState registers further keyed state (KeyedProcessFunction.state).
+	extState func(b state.Backend, kc state.Codec[K]) (any, error)
 }
 
 func (m *keyedMember[K, V]) uid() string { return m.name }
@@ -138,6 +143,13 @@ func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error
 		return err
 	}
 	m.ctx.value, m.ctx.timers = value, timers
+	if m.extState != nil {
+		ext, err := m.extState(m.backend, m.keyCodec)
+		if err != nil {
+			return err
+		}
+		m.ctx.ext = ext
+	}
 	return nil
 }
 
@@ -214,6 +226,11 @@ type KeyedProcessFunction[K comparable, T, V, U any] struct {
 	// OnTimer handles a timer of ctx.Key() that fired at ts; ctx's value
 	// state is the key's. Results carry the timer's timestamp.
 	OnTimer func(ctx *KeyedContext[K, V], ts int64, domain TimeDomain, out *Collector[U]) error
+	// state, when set, registers the operator's further keyed state with
+	// each subtask's backend after the value state and timers; what it
+	// returns is the context's ext. The window operator keeps its
+	// accumulators per key and window this way.
+	state func(b state.Backend, kc state.Codec[K]) (any, error)
 }
 
 // KeyedProcess applies f to every record of a keyed stream, with a value
@@ -233,7 +250,7 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts}
+		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts, extState: f.state}
 		bc.add(m)
 		cnt := bc.counters(name)
 		down := o.(*out[U])

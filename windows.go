@@ -3,7 +3,6 @@ package clink
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/clinkstream/clink/state"
@@ -211,17 +210,22 @@ func Aggregate[K comparable, T, ACC, OUT any](ks KeyedStream[K, T], name string,
 			merge = m.Merge
 		}
 	}
+	checkStateTypes[K, ACC](env, name)
 	w := &windowOp[K, T, ACC, OUT]{assigner: assigner, agg: agg, merge: merge, lateness: opts.AllowedLateness.Milliseconds()}
-	all := KeyedProcess(ks, name, KeyedProcessFunction[K, T, map[Window]ACC, windowOutput[K, T, OUT]]{
+	all := KeyedProcess(ks, name, KeyedProcessFunction[K, T, struct{}, windowOutput[K, T, OUT]]{
 		ProcessElement: w.element,
 		OnTimer:        w.timer,
+		state: func(b state.Backend, kc state.Codec[K]) (any, error) {
+			return state.NewMap[K, Window, ACC](b, "windows", kc)
+		},
 	})
 	return &WindowedStream[K, T, OUT]{all: all, name: name}
 }
 
-// windowOp keeps, per key, the accumulators of its open windows as one
-// value (a small map, replaced on every change: the state backend may hold
-// the old one in a checkpoint).
+// windowOp keeps the accumulators of a key's open windows in a map state
+// from window to accumulator: the backend copies a key's map once after a
+// checkpoint captured it, not on every record. Accumulators are values:
+// Add returns the new one and the state keeps it.
 type windowOp[K comparable, T, ACC, OUT any] struct {
 	assigner WindowAssigner
 	agg      AggregateFunction[T, ACC, OUT]
@@ -229,26 +233,34 @@ type windowOp[K comparable, T, ACC, OUT any] struct {
 	lateness int64
 }
 
-type windowCtx[K comparable, ACC any] = KeyedContext[K, map[Window]ACC]
+type windowCtx[K comparable] = KeyedContext[K, struct{}]
+
+func (w *windowOp[K, T, ACC, OUT]) windows(ctx *windowCtx[K]) *state.MapState[K, Window, ACC] {
+	return ctx.ext.(*state.MapState[K, Window, ACC])
+}
 
 func (w *windowOp[K, T, ACC, OUT]) late(win Window, wm int64) bool {
 	return wm != NoTimestamp && win.MaxTimestamp()+w.lateness <= wm
 }
 
-func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K, ACC], v T, out *Collector[windowOutput[K, T, OUT]]) error {
+func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K], v T, out *Collector[windowOutput[K, T, OUT]]) error {
 	ts := ctx.Timestamp()
 	if ts == NoTimestamp {
 		return errors.New("a record without a timestamp reached an event-time window (assign timestamps upstream)")
 	}
 	wm := ctx.CurrentWatermark()
-	old, _ := ctx.Value()
-	wins := maps.Clone(old)
-	if wins == nil {
-		wins = map[Window]ACC{}
-	}
-	assigned := w.assigner.Assign(ts)
+	wins := w.windows(ctx)
+	key := ctx.Key()
+	var assigned []Window
 	if w.merge != nil {
-		assigned = []Window{w.mergeSessions(ctx, wins, assigned[0])}
+		nw := w.assigner.Assign(ts)[0]
+		if w.late(nw, wm) {
+			out.Collect(windowOutput[K, T, OUT]{Late: true, Record: v})
+			return nil
+		}
+		assigned = []Window{w.mergeSessions(ctx, wins, nw)}
+	} else {
+		assigned = w.assigner.Assign(ts)
 	}
 	dropped := true
 	for _, win := range assigned {
@@ -256,11 +268,12 @@ func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K, ACC], v T, out *Col
 			continue
 		}
 		dropped = false
-		acc, ok := wins[win]
+		acc, ok := wins.Get(key, win)
 		if !ok {
 			acc = w.agg.CreateAccumulator()
 		}
-		wins[win] = w.agg.Add(acc, v)
+		acc = w.agg.Add(acc, v)
+		wins.Put(key, win, acc)
 		if w.lateness > 0 {
 			ctx.RegisterEventTimeTimer(win.MaxTimestamp() + w.lateness)
 		}
@@ -271,75 +284,109 @@ func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K, ACC], v T, out *Col
 		// Late, but within the allowed lateness: the window already
 		// fired, so emit its updated result now (no timer: it would fire
 		// it once more at the next watermark).
-		out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: ctx.Key(), Window: win, Value: w.agg.Result(wins[win])}}, win.MaxTimestamp())
+		out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: key, Window: win, Value: w.agg.Result(acc)}}, win.MaxTimestamp())
 	}
 	if dropped {
 		out.Collect(windowOutput[K, T, OUT]{Late: true, Record: v})
-		return nil
 	}
-	ctx.SetValue(wins)
 	return nil
 }
 
-// mergeSessions merges the new session window with every window of the
-// key it intersects (touching counts, as in Flink); the merged windows'
-// accumulators are merged into the result and their timers deleted.
-func (w *windowOp[K, T, ACC, OUT]) mergeSessions(ctx *windowCtx[K, ACC], wins map[Window]ACC, nw Window) Window {
+// mergeSessions merges the new session window nw with every window of the
+// key it intersects (touching counts, as in Flink), repeatedly, since a
+// grown window may reach windows it did not intersect before. The merged
+// windows' accumulators are merged into the result, which is stored under
+// the merged window; their own entries and timers are deleted. It returns
+// the window the record belongs to.
+func (w *windowOp[K, T, ACC, OUT]) mergeSessions(ctx *windowCtx[K], wins *state.MapState[K, Window, ACC], nw Window) Window {
+	key := ctx.Key()
 	var acc ACC
 	found := false
-	for win, a := range wins {
-		if win.Start > nw.End || nw.Start > win.End {
-			continue
+	for {
+		var hit []Window
+		wins.Range(key, func(win Window, _ ACC) bool {
+			if !(win.Start > nw.End || nw.Start > win.End) {
+				hit = append(hit, win)
+			}
+			return true
+		})
+		if len(hit) == 0 {
+			break
 		}
-		nw = Window{Start: min(win.Start, nw.Start), End: max(win.End, nw.End)}
-		if found {
-			acc = w.merge(acc, a)
-		} else {
-			acc, found = a, true
-		}
-		delete(wins, win)
-		ctx.DeleteEventTimeTimer(win.MaxTimestamp())
-		if w.lateness > 0 {
-			ctx.DeleteEventTimeTimer(win.MaxTimestamp() + w.lateness)
+		for _, win := range hit {
+			a, _ := wins.Get(key, win)
+			if found {
+				acc = w.merge(acc, a)
+			} else {
+				acc, found = a, true
+			}
+			wins.Remove(key, win)
+			ctx.DeleteEventTimeTimer(win.MaxTimestamp())
+			if w.lateness > 0 {
+				ctx.DeleteEventTimeTimer(win.MaxTimestamp() + w.lateness)
+			}
+			nw = Window{Start: min(win.Start, nw.Start), End: max(win.End, nw.End)}
 		}
 	}
-	// Growing nw may reach windows it did not intersect before.
 	if found {
-		for win := range wins {
-			if !(win.Start > nw.End || nw.Start > win.End) {
-				wins[nw] = acc
-				return w.mergeSessions(ctx, wins, nw)
-			}
-		}
-		wins[nw] = acc
+		wins.Put(key, nw, acc)
 	}
 	return nw
 }
 
-func (w *windowOp[K, T, ACC, OUT]) timer(ctx *windowCtx[K, ACC], ts int64, d TimeDomain, out *Collector[windowOutput[K, T, OUT]]) error {
+func (w *windowOp[K, T, ACC, OUT]) timer(ctx *windowCtx[K], ts int64, d TimeDomain, out *Collector[windowOutput[K, T, OUT]]) error {
 	if d != EventTime {
 		return nil
 	}
-	wins, _ := ctx.Value()
-	changed := false
-	for win, acc := range wins {
+	wins := w.windows(ctx)
+	key := ctx.Key()
+	if w.exact() {
+		// Every window of a built-in fixed assigner holding ts is among
+		// Assign(ts): the one ending at ts fires, the one ending at
+		// ts-lateness expires; no need to visit the key's other windows
+		// (a watermark that jumps leaves many open windows per key).
+		for _, win := range w.assigner.Assign(ts) {
+			if win.MaxTimestamp() != ts {
+				continue
+			}
+			if acc, ok := wins.Get(key, win); ok {
+				out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: key, Window: win, Value: w.agg.Result(acc)}}, win.MaxTimestamp())
+				if w.lateness == 0 {
+					wins.Remove(key, win)
+				}
+			}
+		}
+		if w.lateness > 0 {
+			for _, win := range w.assigner.Assign(ts - w.lateness) {
+				if win.MaxTimestamp() == ts-w.lateness {
+					wins.Remove(key, win)
+				}
+			}
+		}
+		return nil
+	}
+	var expired []Window
+	wins.Range(key, func(win Window, acc ACC) bool {
 		if win.MaxTimestamp() == ts {
-			out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: ctx.Key(), Window: win, Value: w.agg.Result(acc)}}, win.MaxTimestamp())
+			out.CollectWithTimestamp(windowOutput[K, T, OUT]{Result: WindowResult[K, OUT]{Key: key, Window: win, Value: w.agg.Result(acc)}}, win.MaxTimestamp())
 		}
 		if win.MaxTimestamp()+w.lateness <= ts {
-			if !changed {
-				wins = maps.Clone(wins)
-				changed = true
-			}
-			delete(wins, win)
+			expired = append(expired, win)
 		}
-	}
-	if changed {
-		if len(wins) == 0 {
-			ctx.Clear()
-		} else {
-			ctx.SetValue(wins)
-		}
+		return true
+	})
+	for _, win := range expired {
+		wins.Remove(key, win)
 	}
 	return nil
+}
+
+// exact reports whether the assigner is a built-in one of fixed windows,
+// which assigns a timestamp to every window that holds it.
+func (w *windowOp[K, T, ACC, OUT]) exact() bool {
+	switch w.assigner.(type) {
+	case tumbling, sliding, cumulate:
+		return true
+	}
+	return false
 }
