@@ -253,11 +253,6 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 		return in, err
 	}
 	filter, projs, uid := n.Filter, n.Projs, n.UID()
-	// Output rows are carved out of a slab of values, one allocation per
-	// slabRows rows instead of one per row: rows leave the operator, so a
-	// slab is never reused, only dropped when its last row is.
-	const slabRows = 64
-	var slab []types.Value
 	return clink.FlatMap(in, uid, func(r types.Row, out *clink.Collector[types.Row]) error {
 		if filter != nil {
 			v, err := filter.Eval(r.Values)
@@ -268,11 +263,9 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 				return nil
 			}
 		}
-		if len(slab) < len(projs) {
-			slab = make([]types.Value, len(projs)*slabRows)
-		}
-		vals := slab[:len(projs):len(projs)]
-		slab = slab[len(projs):]
+		// One slice per row: rows may be kept in state downstream, and a
+		// shared backing array would keep its neighbours alive.
+		vals := make([]types.Value, len(projs))
 		for i, p := range projs {
 			v, err := p.Eval(r.Values)
 			if err != nil {
