@@ -29,7 +29,7 @@ var stateBackends = map[string]func(dir string) (state.Backend, error){
 
 // fileEntryPrefix marks the operator state entries that hold a file-based
 // backend's inline files.
-const fileEntryPrefix = "file:"
+const fileEntryPrefix = store.FileEntryPrefix
 
 // openBackend creates, opens and restores the state backend of a keyed
 // operator in one subtask.

@@ -401,6 +401,9 @@ type KeyMatch struct {
 	Layout  Layout
 	Value   []byte
 	Written int64
+	// MapKey is the encoding of the user key of a map state's entry (a
+	// byte-store backend's entries only; nil otherwise).
+	MapKey []byte
 }
 
 // Undelimited is a table in a key group that was looked in but whose
@@ -423,6 +426,9 @@ type Undelimited struct {
 	// entry in the key group and was written without TTL (write time 0, a
 	// single 0 byte at the end), so its value is the bytes in between.
 	Value []byte
+	// MapKey is the user key's encoding for an entry of a map state (a
+	// byte-store backend's entries only; nil otherwise).
+	MapKey []byte
 }
 
 // KeyLookup is what LookupKey found for a key in one operator's state.

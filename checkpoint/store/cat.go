@@ -28,7 +28,20 @@ type CatOptions struct {
 	// state is laid out in a key group (package state does), so the caller
 	// supplies it. An error is printed on the key group's line, and Cat
 	// fails after printing everything.
-	DescribeKeyGroup func(kg, entries int, data []byte) (string, error)
+	// inFiles says that data came from FileKeyedState (a byte-store
+	// backend's entries) rather than from the snapshot.
+	DescribeKeyGroup func(kg, entries int, data []byte, inFiles bool) (string, error)
+	// FileKeyedState, when set, reads the keyed state of an operator whose
+	// state backend keeps it in files (Pebble) rather than in the
+	// snapshot: such a snapshot lists the backend's files in its operator
+	// state and holds no key groups. It returns the operator's key groups
+	// in the backend's own entry format and the number of key groups of
+	// the job, or ok false when op keeps no state in files. Cat then
+	// prints them as the operator's keyed state and hands them to
+	// DescribeKeyGroup and KeyLookup.Find marked as coming from files. An
+	// error is printed under the operator, and Cat fails after printing
+	// everything.
+	FileKeyedState func(op *OperatorSnapshot, shared *Shared) (groups []KeyGroupState, maxParallelism int, ok bool, err error)
 	// Key, when set, makes the checkpoint view look up one key in the
 	// keyed state of every operator instead of printing each snapshot.
 	Key *KeyLookup
@@ -54,6 +67,9 @@ type KeyedState struct {
 	// Files[i] names the file KeyGroups[i] comes from, relative to the
 	// checkpoint directory ("chk-3/count-1.snap").
 	Files []string
+	// InFiles says that the key groups were read from the state backend's
+	// files (CatOptions.FileKeyedState), in its own entry format.
+	InFiles bool
 }
 
 // Cat writes a human-readable account of the checkpoint directory dir to w;
@@ -185,7 +201,7 @@ func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID, opts CatOptions) er
 		return fmt.Errorf("checkpoint %d in %s has markers but no %s%d directory", id, s.dir, chkPrefix, id)
 	}
 	if opts.Key != nil {
-		return s.catKey(w, ci, opts.Key)
+		return s.catKey(w, ci, opts)
 	}
 	failed, badGroups := 0, 0
 	for _, f := range ci.Files {
@@ -197,7 +213,7 @@ func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID, opts CatOptions) er
 			fmt.Fprintf(w, "  error: %v\n", err)
 			continue
 		}
-		badGroups += catSnapshot(w, snap, opts)
+		badGroups += s.catSnapshot(w, snap, opts)
 	}
 	var errs []string
 	if failed > 0 {
@@ -214,7 +230,8 @@ func (s *Store) catCheckpoint(w io.Writer, id checkpoint.ID, opts CatOptions) er
 
 // catKey prints what the keyed state of each operator of checkpoint ci
 // holds for one key.
-func (s *Store) catKey(w io.Writer, ci *CheckpointInfo, k *KeyLookup) error {
+func (s *Store) catKey(w io.Writer, ci *CheckpointInfo, opts CatOptions) error {
+	k := opts.Key
 	var ops []*KeyedState
 	byUID := map[string]*KeyedState{}
 	failed, failedOps := 0, 0
@@ -227,13 +244,20 @@ func (s *Store) catKey(w io.Writer, ci *CheckpointInfo, k *KeyLookup) error {
 			continue
 		}
 		bad := false
-		for _, op := range snap.Operators {
+		for i := range snap.Operators {
+			op := &snap.Operators[i]
+			inFiles, err := s.expandFiles(op, snap.MaxParallelism, opts)
+			if err != nil {
+				bad = true
+				fmt.Fprintf(w, "error: %s: operator %s: %v\n", path, op.UID, err)
+				continue
+			}
 			if len(op.KeyGroups) == 0 {
 				continue
 			}
 			ks := byUID[op.UID]
 			if ks == nil {
-				ks = &KeyedState{Operator: op.UID, MaxParallelism: snap.MaxParallelism}
+				ks = &KeyedState{Operator: op.UID, MaxParallelism: snap.MaxParallelism, InFiles: inFiles}
 				byUID[op.UID] = ks
 				ops = append(ops, ks)
 			} else if ks.MaxParallelism != snap.MaxParallelism {
@@ -318,12 +342,18 @@ func sizeText(n int) string {
 
 // catSnapshot prints one snapshot and returns how many of its key groups
 // DescribeKeyGroup failed on.
-func catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) int {
+func (s *Store) catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) int {
 	bad := 0
 	fmt.Fprintf(w, "  task %s: subtask %d of parallelism %d, max parallelism %d\n",
 		snap.Task, snap.Subtask, snap.Parallelism, snap.MaxParallelism)
-	for _, op := range snap.Operators {
+	for i := range snap.Operators {
+		op := &snap.Operators[i]
 		fmt.Fprintf(w, "  operator %s\n", op.UID)
+		inFiles, err := s.expandFiles(op, snap.MaxParallelism, opts)
+		if err != nil {
+			bad++
+			fmt.Fprintf(w, "    keyed state:    error reading the state backend's files: %v\n", err)
+		}
 		if op.Offset != nil || op.OffsetText != "" {
 			text := op.OffsetText
 			if text == "" {
@@ -341,9 +371,15 @@ func catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) int {
 			entries += kg.Entries
 			keyed += len(kg.Data)
 		}
-		fmt.Fprintf(w, "    keyed state:    %d key groups, %d entries, %d bytes\n", len(op.KeyGroups), entries, keyed)
+		where := ""
+		if inFiles {
+			where = " (in the state backend's files)"
+		}
+		if err == nil {
+			fmt.Fprintf(w, "    keyed state:    %d key groups, %d entries, %d bytes%s\n", len(op.KeyGroups), entries, keyed, where)
+		}
 		if !opts.Summary {
-			bad += catKeyGroups(w, op.KeyGroups, opts.DescribeKeyGroup)
+			bad += catKeyGroups(w, op.KeyGroups, opts.DescribeKeyGroup, inFiles)
 		}
 		if len(op.OperatorState) == 0 {
 			fmt.Fprintf(w, "    operator state: none\n")
@@ -369,7 +405,7 @@ func catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) int {
 
 // catKeyGroups prints one line per key group, aligned on the key group
 // number: "kg  17: 42 entries, 1.2 KiB (value=40, __timers_event=2)".
-func catKeyGroups(w io.Writer, groups []KeyGroupState, describe func(kg, entries int, data []byte) (string, error)) int {
+func catKeyGroups(w io.Writer, groups []KeyGroupState, describe func(kg, entries int, data []byte, inFiles bool) (string, error), inFiles bool) int {
 	width := 0
 	for _, g := range groups {
 		width = max(width, len(strconv.Itoa(g.KeyGroup)))
@@ -378,7 +414,7 @@ func catKeyGroups(w io.Writer, groups []KeyGroupState, describe func(kg, entries
 	for _, g := range groups {
 		line := fmt.Sprintf("      kg %*d: %s, %s", width, g.KeyGroup, plural(g.Entries, "entry"), sizeText(len(g.Data)))
 		if describe != nil {
-			d, err := describe(g.KeyGroup, g.Entries, g.Data)
+			d, err := describe(g.KeyGroup, g.Entries, g.Data, inFiles)
 			switch {
 			case err != nil:
 				bad++
@@ -390,4 +426,21 @@ func catKeyGroups(w io.Writer, groups []KeyGroupState, describe func(kg, entries
 		fmt.Fprintln(w, line)
 	}
 	return bad
+}
+
+// expandFiles puts the keyed state that op's backend keeps in files into
+// op.KeyGroups (CatOptions.FileKeyedState) and reports whether it did.
+func (s *Store) expandFiles(op *OperatorSnapshot, maxParallelism int, opts CatOptions) (bool, error) {
+	if opts.FileKeyedState == nil || len(op.KeyGroups) > 0 {
+		return false, nil
+	}
+	groups, mp, ok, err := opts.FileKeyedState(op, s.Shared())
+	if err != nil || !ok {
+		return false, err
+	}
+	if mp != maxParallelism {
+		return false, fmt.Errorf("its files hold %d key groups, the snapshot says %d", mp, maxParallelism)
+	}
+	op.KeyGroups = groups
+	return true, nil
 }

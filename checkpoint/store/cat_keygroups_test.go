@@ -22,7 +22,7 @@ func catWith(t *testing.T, fs vfs.FS, id *checkpoint.ID, opts CatOptions) (strin
 
 func TestCatKeyGroupLines(t *testing.T) {
 	fs := catFixture(t)
-	describe := func(kg, entries int, data []byte) (string, error) {
+	describe := func(kg, entries int, data []byte, _ bool) (string, error) {
 		if kg == 70 {
 			return "", errors.New("table name is truncated")
 		}

@@ -18,6 +18,12 @@ import (
 // Retention deletes a shared file once no remaining checkpoint lists it.
 const SharedRefsState = "shared.refs"
 
+// FileEntryPrefix begins the names of the operator state entries in which
+// a task keeps the small files of a file-based state backend's checkpoint
+// (Pebble's MANIFEST and OPTIONS, its file list): "file:" + the file's
+// name.
+const FileEntryPrefix = "file:"
+
 const sharedDirName = "shared"
 
 // Shared stores the files that incremental checkpoints share, under

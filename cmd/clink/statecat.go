@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/pebble"
 )
 
 func newStateCatCmd() *cobra.Command {
@@ -42,6 +45,14 @@ operator's own entries tell which key type it has: a reading is accepted
 only if every entry of a table, in every key group, decodes under it with
 its key in the right key group.
 
+With the Pebble state backend, keyed state lives in the checkpoint's
+files rather than in its snapshots: state-cat reads them (rebuilding each
+operator's database in a temporary directory, read-only) and lists their
+key groups as keyed state "in the state backend's files". Their entries
+are delimited, so --key finds a key's entries for certain and shows every
+value, of a known type or not; a map state's entries (timers among them)
+are listed one by one.
+
 Values are delimited for the types the built-in codecs encode simply:
 8-byte integers and float64, string and []byte, bool, float32, named
 integer types, and []int64 or map[int64]struct{} (the timer tables). A
@@ -55,7 +66,7 @@ their bytes in hex; when the checkpoint fits several value types, every
 reading is printed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := store.CatOptions{Summary: summary, DescribeKeyGroup: describeKeyGroup}
+			opts := store.CatOptions{Summary: summary, DescribeKeyGroup: describeKeyGroup, FileKeyedState: fileKeyedState}
 			var sel *checkpoint.ID
 			if cmd.Flags().Changed("checkpoint") {
 				if id == 0 {
@@ -81,8 +92,12 @@ reading is printed.`,
 
 // describeKeyGroup is store.CatOptions.DescribeKeyGroup: the entries per
 // table of one key group, "value=40, __timers_event=2".
-func describeKeyGroup(kg, entries int, data []byte) (string, error) {
-	tables, err := state.KeyGroupTables(state.KeyGroupData{KeyGroup: kg, Entries: entries, Data: data})
+func describeKeyGroup(kg, entries int, data []byte, inFiles bool) (string, error) {
+	g := state.KeyGroupData{KeyGroup: kg, Entries: entries, Data: data}
+	tables, err := state.KeyGroupTables(g)
+	if inFiles {
+		tables, err = state.BytesKeyGroupTables(g)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -104,7 +119,11 @@ func findKey(ks store.KeyedState, text string) ([]string, error) {
 			fileOf[g.KeyGroup] = ks.Files[i]
 		}
 	}
-	res, err := state.LookupKey(groups, ks.MaxParallelism, text)
+	lookup := state.LookupKey
+	if ks.InFiles {
+		lookup = state.LookupBytesKey
+	}
+	res, err := lookup(groups, ks.MaxParallelism, text)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +179,7 @@ func findKey(ks store.KeyedState, text string) ([]string, error) {
 			byTable[m.table] = append(byTable[m.table], m.line)
 		}
 		for _, u := range unread {
-			byTable[u.Table] = append(byTable[u.Table], unreadLine(u))
+			byTable[u.Table] = append(byTable[u.Table], unreadLine(u, ks.InFiles))
 		}
 		for _, t := range res.Tables {
 			lines = append(lines, byTable[t.Name]...)
@@ -177,7 +196,7 @@ func matchLines(matches []state.KeyMatch) []tableLine {
 	var lines []tableLine
 	for i := 0; i < len(matches); {
 		j := i + 1
-		for j < len(matches) && matches[j].Table == matches[i].Table && matches[j].KeyGroup == matches[i].KeyGroup {
+		for j < len(matches) && matches[j].Table == matches[i].Table && matches[j].KeyGroup == matches[i].KeyGroup && bytes.Equal(matches[j].MapKey, matches[i].MapKey) {
 			j++
 		}
 		var vals []string
@@ -188,7 +207,7 @@ func matchLines(matches []state.KeyMatch) []tableLine {
 			}
 			vals = append(vals, v)
 		}
-		line := fmt.Sprintf("  %s: %s", matches[i].Table, vals[0])
+		line := fmt.Sprintf("  %s%s: %s", matches[i].Table, mapKeyText(matches[i].Table, matches[i].MapKey), vals[0])
 		if len(vals) > 1 {
 			line = fmt.Sprintf("  %s (ambiguous: its entries fit %d value types): %s",
 				matches[i].Table, len(vals), strings.Join(vals, " | "))
@@ -200,8 +219,17 @@ func matchLines(matches []state.KeyMatch) []tableLine {
 }
 
 // unreadLine formats a table whose entries could not be delimited.
-func unreadLine(u state.Undelimited) string {
+func unreadLine(u state.Undelimited, inFiles bool) string {
 	head := fmt.Sprintf("  %s: value of unknown type; ", u.Table)
+	if inFiles && state.IsTimerTable(u.Table) && len(u.MapKey) == 8 && len(u.Value) == 0 {
+		// A timer is an entry of a set: its key is the timestamp.
+		return fmt.Sprintf("  %s: 1 timer at %d", u.Table, int64(binary.LittleEndian.Uint64(u.MapKey)))
+	}
+	if inFiles {
+		// A byte-store backend's entries are delimited: the value is known,
+		// only not its type.
+		return fmt.Sprintf("  %s%s: value of unknown type, %s", u.Table, mapKeyText(u.Table, u.MapKey), state.DescribeUnknownValue(u.Value))
+	}
 	switch {
 	case u.Value != nil:
 		return head + "the key is the table's only entry here, its value is " + state.DescribeUnknownValue(u.Value)
@@ -214,6 +242,45 @@ func unreadLine(u state.Undelimited) string {
 	}
 	return head + fmt.Sprintf("%s in %d bytes could not be delimited; the key's bytes do not occur in them, so it is not there",
 		entriesText(u.Entries), u.Bytes)
+}
+
+// mapKeyText names the entry of a map state a line is about: " [timer at
+// 1700]" for a timer, " [entry 8 bytes ...]" for another map; "" for a
+// value that is not a map's.
+func mapKeyText(table string, key []byte) string {
+	if key == nil {
+		return ""
+	}
+	if state.IsTimerTable(table) && len(key) == 8 {
+		return fmt.Sprintf(" [timer at %d]", int64(binary.LittleEndian.Uint64(key)))
+	}
+	return " [entry " + state.DescribeUnknownValue(key) + "]"
+}
+
+// fileKeyedState is store.CatOptions.FileKeyedState: it reads the keyed
+// state a Pebble backend keeps in the checkpoint's files.
+func fileKeyedState(op *store.OperatorSnapshot, shared *store.Shared) ([]store.KeyGroupState, int, bool, error) {
+	fs := &state.FileState{}
+	for _, n := range op.OperatorState {
+		switch {
+		case n.Name == store.SharedRefsState:
+			fs.Shared = store.ParseSharedRefs(n.Data)
+		case strings.HasPrefix(n.Name, store.FileEntryPrefix):
+			fs.Named = append(fs.Named, state.NamedData{Name: strings.TrimPrefix(n.Name, store.FileEntryPrefix), Data: n.Data})
+		}
+	}
+	if len(fs.Named) == 0 {
+		return nil, 0, false, nil
+	}
+	groups, maxPar, err := pebble.ReadCheckpoint(fs, shared, "")
+	if err != nil {
+		return nil, 0, false, err
+	}
+	out := make([]store.KeyGroupState, len(groups))
+	for i, g := range groups {
+		out[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+	}
+	return out, maxPar, true, nil
 }
 
 // article prefixes a noun with "a" or "an".

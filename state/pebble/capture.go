@@ -1,7 +1,6 @@
 package pebble
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -142,31 +141,5 @@ func (c *Capture) persist() (out []state.KeyGroupData, err error) {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, db.Close()) }()
-	it, err := db.NewIter(&pebble.IterOptions{
-		LowerBound: state.KeyGroupPrefix(nil, b.rng.Start),
-		UpperBound: state.KeyGroupPrefix(nil, b.rng.End),
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, it.Close()) }()
-	var cur *state.KeyGroupData
-	for ok := it.First(); ok; ok = it.Next() {
-		k := it.Key()
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return nil, err
-		}
-		kg := state.KeyGroupOfKey(k)
-		if cur == nil || cur.KeyGroup != kg {
-			out = append(out, state.KeyGroupData{KeyGroup: kg})
-			cur = &out[len(out)-1]
-		}
-		cur.Data = binary.AppendUvarint(cur.Data, uint64(len(k)-2))
-		cur.Data = append(cur.Data, k[2:]...)
-		cur.Data = binary.AppendUvarint(cur.Data, uint64(len(v)))
-		cur.Data = append(cur.Data, v...)
-		cur.Entries++
-	}
-	return out, it.Error()
+	return keyGroupData(db, b.rng)
 }
