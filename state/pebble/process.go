@@ -20,7 +20,7 @@ const (
 	// MinCacheBytes and MaxCacheBytes bound a backend's share of the
 	// process's entry-cache budget.
 	MinCacheBytes = 16 << 20
-	MaxCacheBytes = 64 << 20
+	MaxCacheBytes = 256 << 20
 )
 
 // process is the state the backends of a process share. Its lock is never

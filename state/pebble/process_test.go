@@ -93,7 +93,7 @@ func TestProcessBlockCache(t *testing.T) {
 }
 
 func TestCacheShare(t *testing.T) {
-	for n, want := range map[int]int64{0: MaxCacheBytes, 1: MaxCacheBytes, 16: MaxCacheBytes, 32: 32 << 20, 64: MinCacheBytes, 1000: MinCacheBytes} {
+	for n, want := range map[int]int64{0: MaxCacheBytes, 1: MaxCacheBytes, 4: MaxCacheBytes, 16: 64 << 20, 32: 32 << 20, 64: MinCacheBytes, 1000: MinCacheBytes} {
 		if got := cacheShare(n); got != want {
 			t.Errorf("cacheShare(%d) = %d, want %d", n, got, want)
 		}
