@@ -3,6 +3,7 @@ package sql_test
 import (
 	"bytes"
 	"context"
+	dbsql "database/sql"
 	"fmt"
 	"os"
 	"slices"
@@ -151,37 +152,48 @@ CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BI
 			for i, l := range got {
 				got[i] = strings.TrimPrefix(l, "+I")
 			}
-			rows, err := db.Query(tc.sqlite)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var want []string
-			for rows.Next() {
-				vals := make([]any, 8)
-				ptrs := make([]any, 8)
-				for i := range vals {
-					ptrs[i] = &vals[i]
-				}
-				if err := rows.Scan(ptrs...); err != nil {
-					t.Fatal(err)
-				}
-				parts := make([]string, len(vals))
-				for i, v := range vals {
-					if v == nil {
-						parts[i] = "NULL"
-					} else {
-						parts[i] = fmt.Sprint(v)
-					}
-				}
-				want = append(want, "["+strings.Join(parts, ", ")+"]")
-			}
-			slices.Sort(want)
+			want := sqliteRows(t, db, tc.sqlite, 8)
 			if len(got) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), got, want)
 			}
 		})
 	}
+}
+
+// sqliteRows runs query on db and returns its rows of n columns printed
+// as clink prints a row's values, sorted.
+func sqliteRows(t *testing.T, db *dbsql.DB, query string, n int) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, n)
+		ptrs := make([]any, n)
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				parts[i] = "NULL"
+			} else {
+				parts[i] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, "["+strings.Join(parts, ", ")+"]")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestWindowRestore stops a windowed job mid-run and restores it from its
@@ -267,4 +279,79 @@ func TestWindowExample(t *testing.T) {
 	if n, want := strings.Count(out, "\nhop"), 8; n != want {
 		t.Errorf("printed %d sliding rows, want %d:\n%s", n, want, out)
 	}
+}
+
+// TestSessionDifferentialSQLite aggregates random rows in SESSION windows
+// through clink (the window TVF, positional and named, with and without
+// PARTITION BY, the TVF on its own, and the legacy GROUP BY SESSION(...))
+// and through SQLite (rows at whole seconds, bounds compared in seconds),
+// which finds the sessions with window functions: a
+// row starts a new session of its key when it is more than the gap after
+// the key's previous row (rows exactly the gap apart share a session, as
+// in Flink), and a session spans [first row, last row + gap). The rows
+// arrive out of order, so clink merges sessions that a late row bridges.
+func TestSessionDifferentialSQLite(t *testing.T) {
+	const n = 3000
+	opts := map[string]string{"seed": "5", "fields.k.min": "0", "fields.k.max": "4", "fields.x.min": "-100", "fields.x.max": "100",
+		"fields.x.null-rate": "0.1", "fields.ms.min": "0", "fields.ms.max": "6000"}
+	var with []string
+	for _, k := range []string{"seed", "fields.k.min", "fields.k.max", "fields.x.min", "fields.x.max", "fields.x.null-rate", "fields.ms.min", "fields.ms.max"} {
+		with = append(with, fmt.Sprintf("'%s' = '%s'", k, opts[k]))
+	}
+	table := fmt.Sprintf(`
+CREATE TABLE r (k INT, x BIGINT, ms BIGINT, ts AS CAST(TO_TIMESTAMP_LTZ(ms * 1000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts - INTERVAL '7000' SECOND) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d', %s);
+CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT) WITH ('connector' = 'print');
+CREATE TABLE rows_out (ws BIGINT, we BIGINT, k INT, ms BIGINT, x BIGINT) WITH ('connector' = 'print');
+`, n, strings.Join(with, ", "))
+	gen, err := datagen.New([]datagen.Field{{Name: "k", Type: types.IntType}, {Name: "x", Type: types.BigIntType}, {Name: "ms", Type: types.BigIntType}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := loadSQLite(t, gen, n, "CREATE TABLE r (k INTEGER, x INTEGER, ms INTEGER)", func(r types.Row) []any {
+		return []any{r.Values[0].Int64(), nullableInt(r.Values[1]), r.Values[2].Int64()}
+	})
+	const gap = 10
+	sessions := fmt.Sprintf(`WITH a AS (
+  SELECT k, x, ms, CASE WHEN ms - LAG(ms) OVER (PARTITION BY k ORDER BY ms) <= %[1]d THEN 0 ELSE 1 END AS new FROM r),
+b AS (SELECT k, x, ms, SUM(new) OVER (PARTITION BY k ORDER BY ms, new DESC ROWS UNBOUNDED PRECEDING) AS sid FROM a),
+s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY k, sid) AS ws, MAX(ms) OVER (PARTITION BY k, sid) + %[1]d AS we FROM b)
+`, gap)
+	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x)"
+	const epoch = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT)"
+	ws, we := fmt.Sprintf(epoch, "window_start"), fmt.Sprintf(epoch, "window_end")
+	wantAgg := sqliteRows(t, db, sessions+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 8)
+	wantRows := sqliteRows(t, db, sessions+"SELECT ws, we, k, ms, x FROM s", 5)
+	if len(wantAgg) < 100 || len(wantAgg) > n/2 {
+		t.Fatalf("SQLite found %d sessions: the data does not test merging", len(wantAgg))
+	}
+	t.Logf("%d rows in %d sessions", n, len(wantAgg))
+	for _, tc := range []struct{ name, query string }{
+		{"TVF", fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM TABLE(SESSION(TABLE r PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end, k;", ws, we, aggs)},
+		{"TVF named, no PARTITION BY", fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM TABLE(SESSION(DATA => TABLE r, TIMECOL => DESCRIPTOR(ts), GAP => INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;", ws, we, aggs)},
+		{"legacy", "INSERT INTO p SELECT " + strings.ReplaceAll(ws, "window_start", "SESSION_START(ts, INTERVAL '10' SECOND)") +
+			", " + strings.ReplaceAll(we, "window_end", "SESSION_END(ts, INTERVAL '10' SECOND)") + ", k, " + aggs + " FROM r GROUP BY k, SESSION(ts, INTERVAL '10' SECOND);"},
+		{"rows", fmt.Sprintf("INSERT INTO rows_out SELECT %s, %s, k, ms, x FROM TABLE(SESSION(TABLE r PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND));", ws, we)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := lines(t, run(t, table+tc.query, 2))
+			for i, l := range got {
+				got[i] = strings.TrimPrefix(l, "+I")
+			}
+			want := wantAgg
+			if tc.name == "rows" {
+				want = wantRows
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), head(got), head(want))
+			}
+		})
+	}
+}
+
+func head(s []string) []string {
+	if len(s) > 20 {
+		return s[:20]
+	}
+	return s
 }

@@ -249,6 +249,10 @@ func (s *groupScope) Resolve(ref *ast.ColumnRef) (expr.Column, error) {
 // the aggregates' arguments, the GroupAggregate, and a Calc evaluating
 // HAVING and the select list over keys and results.
 func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, exprs []ast.Expr, names []string) (Node, error) {
+	s, exprs, legacy, err := p.groupWindow(rel, s, exprs)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range s.GroupBy {
 		switch g := g.(type) {
 		case *ast.GroupingSets, *ast.Rollup, *ast.Cube:
@@ -314,6 +318,9 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 	// aggregation: winRole[i] says which window column group i is (or -1
 	// for a key), keys are the other groups.
 	tvf, windowed := rel.node.(*WindowTableFunction)
+	if legacy != nil {
+		tvf, windowed = legacy, true
+	}
 	winRole := make([]int, len(groups))
 	keyGroups := groups
 	preIn, preScope := rel.node, scope
@@ -351,8 +358,13 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 				return nil, errorf(r.Pos, "%s can only be grouped by and selected in a window aggregation, not used in WHERE, other keys or aggregate arguments", strings.Join(r.Parts, "."))
 			}
 		}
+		if err := checkSessionKeys(tvf, keyGroups, s.Pos); err != nil {
+			return nil, err
+		}
 		preIn = tvf.Input
-		preScope = expr.Tables{{Name: rel.name, Columns: tvf.Input.Fields()}}
+		if tvf.timeRef == nil {
+			preScope = expr.Tables{{Name: rel.name, Columns: tvf.Input.Fields()}}
+		}
 	}
 
 	// The Calc before the aggregation: keys, then per aggregate its
@@ -388,7 +400,11 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		}
 	}
 	if windowed {
-		pre = append(pre, &ast.ColumnRef{Pos: s.Pos, Parts: []string{tvf.Input.Fields()[tvf.TimeCol].Name}})
+		var timeRef ast.Expr = &ast.ColumnRef{Pos: s.Pos, Parts: []string{tvf.Input.Fields()[tvf.TimeCol].Name}}
+		if tvf.timeRef != nil {
+			timeRef = tvf.timeRef
+		}
+		pre = append(pre, timeRef)
 		preNames = append(preNames, tvf.Input.Fields()[tvf.TimeCol].Name)
 	}
 	in, err := p.calc(preIn, preScope, s.Where, pre, preNames)
