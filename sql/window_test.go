@@ -355,3 +355,111 @@ func head(s []string) []string {
 	}
 	return s
 }
+
+// TestSessionRestore stops a job aggregating SESSION windows mid-run and
+// restores it from its latest checkpoint: the open sessions' accumulators
+// come back from the checkpoint, so together the two runs print every
+// session once with its full result (a session that closed after the
+// checkpoint prints again, with the same values), and never a partial one.
+func TestSessionRestore(t *testing.T) {
+	// Rows of one key are 2 s apart, and 7 s apart where id crosses a
+	// multiple of 10: with a 3 s gap, a session of key k holds the ids of
+	// parity k in one decade.
+	script := `
+CREATE TABLE t (id BIGINT, k AS id % 2, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000 + id / 10 * 5000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '200',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '400');
+CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), k BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
+SET 'execution.checkpointing.interval' = '50ms';
+INSERT INTO p
+SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND))
+GROUP BY window_start, window_end, k;`
+	// The sessions, found from the rows' times alone.
+	want := map[string]bool{}
+	for k := int64(0); k < 2; k++ {
+		var start, last, n, s int64
+		flush := func() {
+			if n > 0 {
+				want[fmt.Sprintf("+I[%s, %s, %d, %d, %d]", types.Timestamp(start, 0, 3), types.Timestamp(last+3000, 0, 3), k, n, s)] = true
+			}
+		}
+		for id := int64(1); id <= 400; id++ {
+			if id%2 != k {
+				continue
+			}
+			ts := id*1000 + id/10*5000
+			if n > 0 && ts-last > 3000 {
+				flush()
+				n, s = 0, 0
+			}
+			if n == 0 {
+				start = ts
+			}
+			last, n, s = ts, n+1, s+id
+		}
+		flush()
+	}
+	dir := t.TempDir()
+	var first bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	second := run2(t, script, dir)
+	got := map[string]bool{}
+	for _, l := range append(lines(t, first.String()), lines(t, second)...) {
+		if !want[l] {
+			t.Errorf("printed %s, which is no full session", l)
+		}
+		got[l] = true
+	}
+	if len(got) != len(want) {
+		t.Errorf("printed %d distinct sessions, want %d", len(got), len(want))
+	}
+	t.Logf("first run printed %d sessions, the restored one %d, of %d", len(lines(t, first.String())), len(lines(t, second)), len(want))
+	if n := len(lines(t, first.String())); n == 0 {
+		t.Errorf("the first run printed no session: the restore restored nothing")
+	}
+	if n := len(lines(t, second)); n == len(want) {
+		t.Errorf("the restored run printed every session: it did not restore")
+	}
+}
+
+// TestGroupWindowLegacy runs the group window functions of GROUP BY
+// (TUMBLE, HOP, SESSION with their _START and _END) and the window TVF
+// form of the same windows: the results must be the same.
+func TestGroupWindowLegacy(t *testing.T) {
+	for _, tc := range []struct{ name, legacy, tvf string }{
+		{"TUMBLE",
+			`SELECT TUMBLE_START(ts, INTERVAL '10' SECOND), TUMBLE_END(ts, INTERVAL '10' SECOND), k, COUNT(*), SUM(id) FROM t
+GROUP BY TUMBLE(ts, INTERVAL '10' SECOND), k`,
+			`SELECT window_start, window_end, k, COUNT(*), SUM(id) FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, k`},
+		{"HOP",
+			`SELECT HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), HOP_END(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), k, COUNT(*), MAX(id) FROM t
+WHERE id <> 12 GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) HAVING COUNT(*) > 2`,
+			`SELECT window_start, window_end, k, COUNT(*), MAX(id) FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND))
+WHERE id <> 12 GROUP BY window_start, window_end, k HAVING COUNT(*) > 2`},
+		// Rows of a key are 2 s apart (touching sessions merge); without
+		// ids 14..16 each key has two sessions.
+		{"SESSION",
+			`SELECT SESSION_START(ts, INTERVAL '2' SECOND), SESSION_END(ts, INTERVAL '2' SECOND), k, COUNT(*), SUM(id) FROM t
+WHERE id NOT IN (14, 15, 16) GROUP BY k, SESSION(ts, INTERVAL '2' SECOND)`,
+			`SELECT window_start, window_end, k, COUNT(*), SUM(id) FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '2' SECOND))
+WHERE id NOT IN (14, 15, 16) GROUP BY window_start, window_end, k`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			legacy := lines(t, run(t, seconds+"INSERT INTO p "+tc.legacy+";", 2))
+			tvf := lines(t, run(t, seconds+"INSERT INTO p "+tc.tvf+";", 2))
+			if len(legacy) == 0 || !slices.Equal(legacy, tvf) {
+				t.Errorf("group window:\n%s\nwindow TVF:\n%s", strings.Join(legacy, "\n"), strings.Join(tvf, "\n"))
+			}
+			if tc.name == "SESSION" && len(legacy) != 4 {
+				t.Errorf("want 4 sessions (ids 1..13 and 17..30 per parity), got\n%s", strings.Join(legacy, "\n"))
+			}
+		})
+	}
+}
