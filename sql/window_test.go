@@ -282,8 +282,8 @@ func TestWindowExample(t *testing.T) {
 }
 
 // TestSessionDifferentialSQLite aggregates random rows in SESSION windows
-// through clink (the window TVF, positional and named, with and without
-// PARTITION BY, the TVF on its own, and the legacy GROUP BY SESSION(...))
+// through clink (the window TVF, positional and by key, named and over all
+// rows, the TVF on its own, and the legacy GROUP BY k, SESSION(...))
 // and through SQLite (rows at whole seconds, bounds compared in seconds),
 // which finds the sessions with window functions: a
 // row starts a new session of its key when it is more than the gap after
@@ -312,23 +312,27 @@ CREATE TABLE rows_out (ws BIGINT, we BIGINT, k INT, ms BIGINT, x BIGINT) WITH ('
 		return []any{r.Values[0].Int64(), nullableInt(r.Values[1]), r.Values[2].Int64()}
 	})
 	const gap = 10
-	sessions := fmt.Sprintf(`WITH a AS (
-  SELECT k, x, ms, CASE WHEN ms - LAG(ms) OVER (PARTITION BY k ORDER BY ms) <= %[1]d THEN 0 ELSE 1 END AS new FROM r),
-b AS (SELECT k, x, ms, SUM(new) OVER (PARTITION BY k ORDER BY ms, new DESC ROWS UNBOUNDED PRECEDING) AS sid FROM a),
-s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY k, sid) AS ws, MAX(ms) OVER (PARTITION BY k, sid) + %[1]d AS we FROM b)
-`, gap)
+	// sessions(p) finds the sessions of the rows of each value of p.
+	sessions := func(p string) string {
+		return fmt.Sprintf(`WITH a AS (
+  SELECT k, x, ms, CASE WHEN ms - LAG(ms) OVER (PARTITION BY %[2]s ORDER BY ms) <= %[1]d THEN 0 ELSE 1 END AS new FROM r),
+b AS (SELECT k, x, ms, SUM(new) OVER (PARTITION BY %[2]s ORDER BY ms, new DESC ROWS UNBOUNDED PRECEDING) AS sid FROM a),
+s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY %[2]s, sid) AS ws, MAX(ms) OVER (PARTITION BY %[2]s, sid) + %[1]d AS we FROM b)
+`, gap, p)
+	}
 	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x)"
 	const epoch = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT)"
 	ws, we := fmt.Sprintf(epoch, "window_start"), fmt.Sprintf(epoch, "window_end")
-	wantAgg := sqliteRows(t, db, sessions+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 8)
-	wantRows := sqliteRows(t, db, sessions+"SELECT ws, we, k, ms, x FROM s", 5)
-	if len(wantAgg) < 100 || len(wantAgg) > n/2 {
-		t.Fatalf("SQLite found %d sessions: the data does not test merging", len(wantAgg))
+	wantAgg := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 8)
+	wantRows := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, ms, x FROM s", 5)
+	wantAll := sqliteRows(t, db, sessions("0")+"SELECT ws, we, NULL, "+aggs+" FROM s GROUP BY ws, we", 8)
+	if len(wantAgg) < 100 || len(wantAgg) > n/2 || len(wantAll) < 10 {
+		t.Fatalf("SQLite found %d sessions by key and %d of all rows: the data does not test merging", len(wantAgg), len(wantAll))
 	}
-	t.Logf("%d rows in %d sessions", n, len(wantAgg))
+	t.Logf("%d rows in %d sessions by key, %d of all rows", n, len(wantAgg), len(wantAll))
 	for _, tc := range []struct{ name, query string }{
 		{"TVF", fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM TABLE(SESSION(TABLE r PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end, k;", ws, we, aggs)},
-		{"TVF named, no PARTITION BY", fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM TABLE(SESSION(DATA => TABLE r, TIMECOL => DESCRIPTOR(ts), GAP => INTERVAL '10' SECOND)) GROUP BY k, window_start, window_end;", ws, we, aggs)},
+		{"TVF named, no PARTITION BY", fmt.Sprintf("INSERT INTO p SELECT %s, %s, CAST(NULL AS INT), %s FROM TABLE(SESSION(DATA => TABLE r, TIMECOL => DESCRIPTOR(ts), GAP => INTERVAL '10' SECOND)) GROUP BY window_start, window_end;", ws, we, aggs)},
 		{"legacy", "INSERT INTO p SELECT " + strings.ReplaceAll(ws, "window_start", "SESSION_START(ts, INTERVAL '10' SECOND)") +
 			", " + strings.ReplaceAll(we, "window_end", "SESSION_END(ts, INTERVAL '10' SECOND)") + ", k, " + aggs + " FROM r GROUP BY k, SESSION(ts, INTERVAL '10' SECOND);"},
 		{"rows", fmt.Sprintf("INSERT INTO rows_out SELECT %s, %s, k, ms, x FROM TABLE(SESSION(TABLE r PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND));", ws, we)},
@@ -339,8 +343,11 @@ s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY k, sid) AS ws, MAX(ms) OVER (P
 				got[i] = strings.TrimPrefix(l, "+I")
 			}
 			want := wantAgg
-			if tc.name == "rows" {
+			switch tc.name {
+			case "rows":
 				want = wantRows
+			case "TVF named, no PARTITION BY":
+				want = wantAll
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), head(got), head(want))

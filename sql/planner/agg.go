@@ -320,6 +320,10 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 	tvf, windowed := rel.node.(*WindowTableFunction)
 	if legacy != nil {
 		tvf, windowed = legacy, true
+	} else if windowed && !sessionKeysMatch(tvf, groups, rel.name) {
+		// As in Flink: grouping a SESSION TVF by other keys than its
+		// PARTITION BY is a regular aggregation of its rows.
+		windowed = false
 	}
 	winRole := make([]int, len(groups))
 	keyGroups := groups
@@ -357,9 +361,6 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 			if r := windowColumnRef(e); r != nil {
 				return nil, errorf(r.Pos, "%s can only be grouped by and selected in a window aggregation, not used in WHERE, other keys or aggregate arguments", strings.Join(r.Parts, "."))
 			}
-		}
-		if err := checkSessionKeys(tvf, keyGroups, s.Pos); err != nil {
-			return nil, err
 		}
 		preIn = tvf.Input
 		if tvf.timeRef == nil {

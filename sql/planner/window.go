@@ -409,19 +409,33 @@ func (p *Planner) windowAggregate(tvf *WindowTableFunction, in Node, scope expr.
 	return p.postCalc(w, w.fields, len(w.Keys), cols, scope, having, post, names)
 }
 
-// checkSessionKeys requires the PARTITION BY columns of a SESSION window
-// to be group keys: a window aggregation forms its sessions per group
-// key, so a partition column that is not one would be ignored.
-func checkSessionKeys(tvf *WindowTableFunction, keys []ast.Expr, pos ast.Pos) error {
-	for _, col := range tvf.Window.Partition {
-		if !slices.ContainsFunc(keys, func(k ast.Expr) bool {
-			r, ok := k.(*ast.ColumnRef)
-			return ok && r.Parts[len(r.Parts)-1] == col
-		}) {
-			return errorf(pos, "the PARTITION BY column '%s' of SESSION must be a GROUP BY key of the window aggregation: sessions form per group key", col)
+// sessionKeysMatch reports whether a window aggregation over tvf groups
+// by exactly its session keys: for SESSION, the keys besides the window
+// columns must be the PARTITION BY columns (Flink's rule); the windows of
+// the other TVFs do not depend on keys.
+func sessionKeysMatch(tvf *WindowTableFunction, groups []ast.Expr, relName string) bool {
+	if tvf.Window.Kind != Session {
+		return true
+	}
+	keys := map[string]bool{}
+	for _, g := range groups {
+		r, ok := g.(*ast.ColumnRef)
+		if !ok || len(r.Parts) > 2 || len(r.Parts) == 2 && r.Parts[0] != relName {
+			return false
+		}
+		if name := r.Parts[len(r.Parts)-1]; !isWindowColumn(name) {
+			keys[name] = true
 		}
 	}
-	return nil
+	if len(keys) != len(tvf.Window.Partition) {
+		return false
+	}
+	for _, c := range tvf.Window.Partition {
+		if !keys[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // groupWindowFuncs are the group window functions of GROUP BY (Flink's
