@@ -363,75 +363,94 @@ func head(s []string) []string {
 	return s
 }
 
-// TestSessionRestore stops a job aggregating SESSION windows mid-run and
-// restores it from its latest checkpoint: the open sessions' accumulators
-// come back from the checkpoint, so together the two runs print every
-// session once with its full result (a session that closed after the
-// checkpoint prints again, with the same values), and never a partial one.
+// TestSessionRestore stops jobs with SESSION windows mid-run and restores
+// them from their latest checkpoint: the open sessions (accumulators, or
+// the rows of the TVF on its own) come back from the checkpoint, so
+// together the two runs print every session's result, or every row with
+// its session's bounds, with nothing partial (a session that closed after
+// the checkpoint prints again, with the same values: print is
+// at-least-once).
 func TestSessionRestore(t *testing.T) {
 	// Rows of one key are 2 s apart, and 7 s apart where id crosses a
 	// multiple of 10: with a 3 s gap, a session of key k holds the ids of
 	// parity k in one decade.
-	script := `
+	const table = `
 CREATE TABLE t (id BIGINT, k AS id % 2, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000 + id / 10 * 5000, 3) AS TIMESTAMP(3)),
   WATERMARK FOR ts AS ts) WITH (
   'connector' = 'datagen', 'rows-per-second' = '200',
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '400');
-CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), k BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
 SET 'execution.checkpointing.interval' = '50ms';
-INSERT INTO p
-SELECT window_start, window_end, k, COUNT(*), SUM(id)
-FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND))
-GROUP BY window_start, window_end, k;`
+`
 	// The sessions, found from the rows' times alone.
-	want := map[string]bool{}
+	type session struct{ start, end, k, n, sum int64 }
+	var sessions []session
+	of := map[int64]int{} // id -> its session
 	for k := int64(0); k < 2; k++ {
-		var start, last, n, s int64
-		flush := func() {
-			if n > 0 {
-				want[fmt.Sprintf("+I[%s, %s, %d, %d, %d]", types.Timestamp(start, 0, 3), types.Timestamp(last+3000, 0, 3), k, n, s)] = true
-			}
-		}
+		var cur *session
+		var last int64
 		for id := int64(1); id <= 400; id++ {
 			if id%2 != k {
 				continue
 			}
 			ts := id*1000 + id/10*5000
-			if n > 0 && ts-last > 3000 {
-				flush()
-				n, s = 0, 0
+			if cur == nil || ts-last > 3000 {
+				sessions = append(sessions, session{start: ts, k: k})
+				cur = &sessions[len(sessions)-1]
 			}
-			if n == 0 {
-				start = ts
+			last, cur.end, cur.n, cur.sum = ts, ts+3000, cur.n+1, cur.sum+id
+			of[id] = len(sessions) - 1
+		}
+	}
+	ts := func(ms int64) types.Value { return types.Timestamp(ms, 0, 3) }
+	aggWant, rowWant := map[string]bool{}, map[string]bool{}
+	for _, s := range sessions {
+		aggWant[fmt.Sprintf("+I[%s, %s, %d, %d, %d]", ts(s.start), ts(s.end), s.k, s.n, s.sum)] = true
+	}
+	for id, i := range of {
+		rowWant[fmt.Sprintf("+I[%d, %s, %s]", id, ts(sessions[i].start), ts(sessions[i].end))] = true
+	}
+	for _, tc := range []struct {
+		name, script string
+		want         map[string]bool
+	}{
+		{"aggregate", table + `CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), k BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
+INSERT INTO p
+SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND))
+GROUP BY window_start, window_end, k;`, aggWant},
+		{"rows", table + `CREATE TABLE p (id BIGINT, ws TIMESTAMP(3), we TIMESTAMP(3)) WITH ('connector' = 'print');
+INSERT INTO p
+SELECT id, window_start, window_end
+FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND));`, rowWant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var first bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+			defer cancel()
+			if err := sql.Run(ctx, tc.script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+				t.Fatalf("first run: %v", err)
 			}
-			last, n, s = ts, n+1, s+id
-		}
-		flush()
-	}
-	dir := t.TempDir()
-	var first bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
-	defer cancel()
-	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
-		t.Fatalf("first run: %v", err)
-	}
-	second := run2(t, script, dir)
-	got := map[string]bool{}
-	for _, l := range append(lines(t, first.String()), lines(t, second)...) {
-		if !want[l] {
-			t.Errorf("printed %s, which is no full session", l)
-		}
-		got[l] = true
-	}
-	if len(got) != len(want) {
-		t.Errorf("printed %d distinct sessions, want %d", len(got), len(want))
-	}
-	t.Logf("first run printed %d sessions, the restored one %d, of %d", len(lines(t, first.String())), len(lines(t, second)), len(want))
-	if n := len(lines(t, first.String())); n == 0 {
-		t.Errorf("the first run printed no session: the restore restored nothing")
-	}
-	if n := len(lines(t, second)); n == len(want) {
-		t.Errorf("the restored run printed every session: it did not restore")
+			second := run2(t, tc.script, dir)
+			got := map[string]bool{}
+			for _, l := range append(lines(t, first.String()), lines(t, second)...) {
+				if !tc.want[l] {
+					t.Errorf("printed %s, which is not in the full sessions", l)
+				}
+				got[l] = true
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("printed %d distinct lines, want %d", len(got), len(tc.want))
+			}
+			n1, n2 := len(lines(t, first.String())), len(lines(t, second))
+			t.Logf("first run printed %d lines, the restored one %d, of %d", n1, n2, len(tc.want))
+			if n1 == 0 {
+				t.Errorf("the first run printed nothing: it was not stopped mid-run")
+			}
+			if n2 == len(tc.want) {
+				t.Errorf("the restored run printed everything: it did not restore")
+			}
+		})
 	}
 }
 

@@ -7,9 +7,12 @@
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
 //	                   accumulators (sql/expr) encoded in the key's value state
-//	WindowTableFunction clink.FlatMap: a row per window with its bounds
+//	WindowTableFunction clink.FlatMap: a row per window with its bounds;
+//	                   SESSION: clink.Aggregate with session windows keyed by
+//	                   the PARTITION BY columns, holding the rows
 //	WindowAggregate    clink.KeyBy on the encoded group key + clink.Aggregate
 //	                   (event-time windows), accumulators encoded per window
+//	                   (merged when sessions merge); also GroupWindowAggregate
 //	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
 //	                   (filesystem: two-phase commit, exactly once)
 //
