@@ -301,7 +301,7 @@ func TestSessionDifferentialSQLite(t *testing.T) {
 	table := fmt.Sprintf(`
 CREATE TABLE r (k INT, x BIGINT, ms BIGINT, ts AS CAST(TO_TIMESTAMP_LTZ(ms * 1000, 3) AS TIMESTAMP(3)),
   WATERMARK FOR ts AS ts - INTERVAL '7000' SECOND) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d', %s);
-CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT) WITH ('connector' = 'print');
+CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT, d BIGINT, f BIGINT) WITH ('connector' = 'print');
 CREATE TABLE rows_out (ws BIGINT, we BIGINT, k INT, ms BIGINT, x BIGINT) WITH ('connector' = 'print');
 `, n, strings.Join(with, ", "))
 	gen, err := datagen.New([]datagen.Field{{Name: "k", Type: types.IntType}, {Name: "x", Type: types.BigIntType}, {Name: "ms", Type: types.BigIntType}}, opts)
@@ -320,12 +320,14 @@ b AS (SELECT k, x, ms, SUM(new) OVER (PARTITION BY %[2]s ORDER BY ms, new DESC R
 s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY %[2]s, sid) AS ws, MAX(ms) OVER (PARTITION BY %[2]s, sid) + %[1]d AS we FROM b)
 `, gap, p)
 	}
-	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x)"
+	// Every kind of accumulator merges: counts, sums, extremes, distinct
+	// sets and filtered ones.
+	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), COUNT(DISTINCT x), SUM(x) FILTER (WHERE x > 0)"
 	const epoch = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT)"
 	ws, we := fmt.Sprintf(epoch, "window_start"), fmt.Sprintf(epoch, "window_end")
-	wantAgg := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 8)
+	wantAgg := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 10)
 	wantRows := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, ms, x FROM s", 5)
-	wantAll := sqliteRows(t, db, sessions("0")+"SELECT ws, we, NULL, "+aggs+" FROM s GROUP BY ws, we", 8)
+	wantAll := sqliteRows(t, db, sessions("0")+"SELECT ws, we, NULL, "+aggs+" FROM s GROUP BY ws, we", 10)
 	if len(wantAgg) < 100 || len(wantAgg) > n/2 || len(wantAll) < 10 {
 		t.Fatalf("SQLite found %d sessions by key and %d of all rows: the data does not test merging", len(wantAgg), len(wantAll))
 	}
