@@ -3,6 +3,7 @@ package sql_test
 import (
 	"bytes"
 	"context"
+	dbsql "database/sql"
 	"fmt"
 	"os"
 	"slices"
@@ -151,37 +152,48 @@ CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BI
 			for i, l := range got {
 				got[i] = strings.TrimPrefix(l, "+I")
 			}
-			rows, err := db.Query(tc.sqlite)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rows.Close()
-			var want []string
-			for rows.Next() {
-				vals := make([]any, 8)
-				ptrs := make([]any, 8)
-				for i := range vals {
-					ptrs[i] = &vals[i]
-				}
-				if err := rows.Scan(ptrs...); err != nil {
-					t.Fatal(err)
-				}
-				parts := make([]string, len(vals))
-				for i, v := range vals {
-					if v == nil {
-						parts[i] = "NULL"
-					} else {
-						parts[i] = fmt.Sprint(v)
-					}
-				}
-				want = append(want, "["+strings.Join(parts, ", ")+"]")
-			}
-			slices.Sort(want)
+			want := sqliteRows(t, db, tc.sqlite, 8)
 			if len(got) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), got, want)
 			}
 		})
 	}
+}
+
+// sqliteRows runs query on db and returns its rows of n columns printed
+// as clink prints a row's values, sorted.
+func sqliteRows(t *testing.T, db *dbsql.DB, query string, n int) []string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, n)
+		ptrs := make([]any, n)
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		parts := make([]string, len(vals))
+		for i, v := range vals {
+			if v == nil {
+				parts[i] = "NULL"
+			} else {
+				parts[i] = fmt.Sprint(v)
+			}
+		}
+		out = append(out, "["+strings.Join(parts, ", ")+"]")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // TestWindowRestore stops a windowed job mid-run and restores it from its
@@ -266,5 +278,216 @@ func TestWindowExample(t *testing.T) {
 	}
 	if n, want := strings.Count(out, "\nhop"), 8; n != want {
 		t.Errorf("printed %d sliding rows, want %d:\n%s", n, want, out)
+	}
+}
+
+// TestSessionDifferentialSQLite aggregates random rows in SESSION windows
+// through clink (the window TVF, positional and by key, named and over all
+// rows, the TVF on its own, and the legacy GROUP BY k, SESSION(...))
+// and through SQLite (rows at whole seconds, bounds compared in seconds),
+// which finds the sessions with window functions: a
+// row starts a new session of its key when it is more than the gap after
+// the key's previous row (rows exactly the gap apart share a session, as
+// in Flink), and a session spans [first row, last row + gap). The rows
+// arrive out of order, so clink merges sessions that a late row bridges.
+func TestSessionDifferentialSQLite(t *testing.T) {
+	const n = 3000
+	opts := map[string]string{"seed": "5", "fields.k.min": "0", "fields.k.max": "4", "fields.x.min": "-100", "fields.x.max": "100",
+		"fields.x.null-rate": "0.1", "fields.ms.min": "0", "fields.ms.max": "6000"}
+	var with []string
+	for _, k := range []string{"seed", "fields.k.min", "fields.k.max", "fields.x.min", "fields.x.max", "fields.x.null-rate", "fields.ms.min", "fields.ms.max"} {
+		with = append(with, fmt.Sprintf("'%s' = '%s'", k, opts[k]))
+	}
+	table := fmt.Sprintf(`
+CREATE TABLE r (k INT, x BIGINT, ms BIGINT, ts AS CAST(TO_TIMESTAMP_LTZ(ms * 1000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts - INTERVAL '7000' SECOND) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d', %s);
+CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BIGINT, hi BIGINT, d BIGINT, f BIGINT) WITH ('connector' = 'print');
+CREATE TABLE rows_out (ws BIGINT, we BIGINT, k INT, ms BIGINT, x BIGINT) WITH ('connector' = 'print');
+`, n, strings.Join(with, ", "))
+	gen, err := datagen.New([]datagen.Field{{Name: "k", Type: types.IntType}, {Name: "x", Type: types.BigIntType}, {Name: "ms", Type: types.BigIntType}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := loadSQLite(t, gen, n, "CREATE TABLE r (k INTEGER, x INTEGER, ms INTEGER)", func(r types.Row) []any {
+		return []any{r.Values[0].Int64(), nullableInt(r.Values[1]), r.Values[2].Int64()}
+	})
+	const gap = 10
+	// sessions(p) finds the sessions of the rows of each value of p.
+	sessions := func(p string) string {
+		return fmt.Sprintf(`WITH a AS (
+  SELECT k, x, ms, CASE WHEN ms - LAG(ms) OVER (PARTITION BY %[2]s ORDER BY ms) <= %[1]d THEN 0 ELSE 1 END AS new FROM r),
+b AS (SELECT k, x, ms, SUM(new) OVER (PARTITION BY %[2]s ORDER BY ms, new DESC ROWS UNBOUNDED PRECEDING) AS sid FROM a),
+s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY %[2]s, sid) AS ws, MAX(ms) OVER (PARTITION BY %[2]s, sid) + %[1]d AS we FROM b)
+`, gap, p)
+	}
+	// Every kind of accumulator merges: counts, sums, extremes, distinct
+	// sets and filtered ones.
+	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), COUNT(DISTINCT x), SUM(x) FILTER (WHERE x > 0)"
+	const epoch = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT)"
+	ws, we := fmt.Sprintf(epoch, "window_start"), fmt.Sprintf(epoch, "window_end")
+	wantAgg := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 10)
+	wantRows := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, ms, x FROM s", 5)
+	wantAll := sqliteRows(t, db, sessions("0")+"SELECT ws, we, NULL, "+aggs+" FROM s GROUP BY ws, we", 10)
+	if len(wantAgg) < 100 || len(wantAgg) > n/2 || len(wantAll) < 10 {
+		t.Fatalf("SQLite found %d sessions by key and %d of all rows: the data does not test merging", len(wantAgg), len(wantAll))
+	}
+	t.Logf("%d rows in %d sessions by key, %d of all rows", n, len(wantAgg), len(wantAll))
+	for _, tc := range []struct{ name, query string }{
+		{"TVF", fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM TABLE(SESSION(TABLE r PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY window_start, window_end, k;", ws, we, aggs)},
+		{"TVF named, no PARTITION BY", fmt.Sprintf("INSERT INTO p SELECT %s, %s, CAST(NULL AS INT), %s FROM TABLE(SESSION(DATA => TABLE r, TIMECOL => DESCRIPTOR(ts), GAP => INTERVAL '10' SECOND)) GROUP BY window_start, window_end;", ws, we, aggs)},
+		{"legacy", "INSERT INTO p SELECT " + strings.ReplaceAll(ws, "window_start", "SESSION_START(ts, INTERVAL '10' SECOND)") +
+			", " + strings.ReplaceAll(we, "window_end", "SESSION_END(ts, INTERVAL '10' SECOND)") + ", k, " + aggs + " FROM r GROUP BY k, SESSION(ts, INTERVAL '10' SECOND);"},
+		{"rows", fmt.Sprintf("INSERT INTO rows_out SELECT %s, %s, k, ms, x FROM TABLE(SESSION(TABLE r PARTITION BY k, DESCRIPTOR(ts), INTERVAL '10' SECOND));", ws, we)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := lines(t, run(t, table+tc.query, 2))
+			for i, l := range got {
+				got[i] = strings.TrimPrefix(l, "+I")
+			}
+			want := wantAgg
+			switch tc.name {
+			case "rows":
+				want = wantRows
+			case "TVF named, no PARTITION BY":
+				want = wantAll
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), head(got), head(want))
+			}
+		})
+	}
+}
+
+func head(s []string) []string {
+	if len(s) > 20 {
+		return s[:20]
+	}
+	return s
+}
+
+// TestSessionRestore stops jobs with SESSION windows mid-run and restores
+// them from their latest checkpoint: the open sessions (accumulators, or
+// the rows of the TVF on its own) come back from the checkpoint, so
+// together the two runs print every session's result, or every row with
+// its session's bounds, with nothing partial (a session that closed after
+// the checkpoint prints again, with the same values: print is
+// at-least-once).
+func TestSessionRestore(t *testing.T) {
+	// Rows of one key are 2 s apart, and 7 s apart where id crosses a
+	// multiple of 10: with a 3 s gap, a session of key k holds the ids of
+	// parity k in one decade.
+	const table = `
+CREATE TABLE t (id BIGINT, k AS id % 2, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000 + id / 10 * 5000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '200',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '400');
+SET 'execution.checkpointing.interval' = '50ms';
+`
+	// The sessions, found from the rows' times alone.
+	type session struct{ start, end, k, n, sum int64 }
+	var sessions []session
+	of := map[int64]int{} // id -> its session
+	for k := int64(0); k < 2; k++ {
+		var cur *session
+		var last int64
+		for id := int64(1); id <= 400; id++ {
+			if id%2 != k {
+				continue
+			}
+			ts := id*1000 + id/10*5000
+			if cur == nil || ts-last > 3000 {
+				sessions = append(sessions, session{start: ts, k: k})
+				cur = &sessions[len(sessions)-1]
+			}
+			last, cur.end, cur.n, cur.sum = ts, ts+3000, cur.n+1, cur.sum+id
+			of[id] = len(sessions) - 1
+		}
+	}
+	ts := func(ms int64) types.Value { return types.Timestamp(ms, 0, 3) }
+	aggWant, rowWant := map[string]bool{}, map[string]bool{}
+	for _, s := range sessions {
+		aggWant[fmt.Sprintf("+I[%s, %s, %d, %d, %d]", ts(s.start), ts(s.end), s.k, s.n, s.sum)] = true
+	}
+	for id, i := range of {
+		rowWant[fmt.Sprintf("+I[%d, %s, %s]", id, ts(sessions[i].start), ts(sessions[i].end))] = true
+	}
+	for _, tc := range []struct {
+		name, script string
+		want         map[string]bool
+	}{
+		{"aggregate", table + `CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), k BIGINT, n BIGINT, s BIGINT) WITH ('connector' = 'print');
+INSERT INTO p
+SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND))
+GROUP BY window_start, window_end, k;`, aggWant},
+		{"rows", table + `CREATE TABLE p (id BIGINT, ws TIMESTAMP(3), we TIMESTAMP(3)) WITH ('connector' = 'print');
+INSERT INTO p
+SELECT id, window_start, window_end
+FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '3' SECOND));`, rowWant},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var first bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+			defer cancel()
+			if err := sql.Run(ctx, tc.script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+				t.Fatalf("first run: %v", err)
+			}
+			second := run2(t, tc.script, dir)
+			got := map[string]bool{}
+			for _, l := range append(lines(t, first.String()), lines(t, second)...) {
+				if !tc.want[l] {
+					t.Errorf("printed %s, which is not in the full sessions", l)
+				}
+				got[l] = true
+			}
+			if len(got) != len(tc.want) {
+				t.Errorf("printed %d distinct lines, want %d", len(got), len(tc.want))
+			}
+			n1, n2 := len(lines(t, first.String())), len(lines(t, second))
+			t.Logf("first run printed %d lines, the restored one %d, of %d", n1, n2, len(tc.want))
+			if n1 == 0 {
+				t.Errorf("the first run printed nothing: it was not stopped mid-run")
+			}
+			if n2 == len(tc.want) {
+				t.Errorf("the restored run printed everything: it did not restore")
+			}
+		})
+	}
+}
+
+// TestGroupWindowLegacy runs the group window functions of GROUP BY
+// (TUMBLE, HOP, SESSION with their _START and _END) and the window TVF
+// form of the same windows: the results must be the same.
+func TestGroupWindowLegacy(t *testing.T) {
+	for _, tc := range []struct{ name, legacy, tvf string }{
+		{"TUMBLE",
+			`SELECT TUMBLE_START(ts, INTERVAL '10' SECOND), TUMBLE_END(ts, INTERVAL '10' SECOND), k, COUNT(*), SUM(id) FROM t
+GROUP BY TUMBLE(ts, INTERVAL '10' SECOND), k`,
+			`SELECT window_start, window_end, k, COUNT(*), SUM(id) FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY window_start, window_end, k`},
+		{"HOP",
+			`SELECT HOP_START(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), HOP_END(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND), k, COUNT(*), MAX(id) FROM t
+WHERE id <> 12 GROUP BY k, HOP(ts, INTERVAL '5' SECOND, INTERVAL '15' SECOND) HAVING COUNT(*) > 2`,
+			`SELECT window_start, window_end, k, COUNT(*), MAX(id) FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND))
+WHERE id <> 12 GROUP BY window_start, window_end, k HAVING COUNT(*) > 2`},
+		// Rows of a key are 2 s apart (touching sessions merge); without
+		// ids 14..16 each key has two sessions.
+		{"SESSION",
+			`SELECT SESSION_START(ts, INTERVAL '2' SECOND), SESSION_END(ts, INTERVAL '2' SECOND), k, COUNT(*), SUM(id) FROM t
+WHERE id NOT IN (14, 15, 16) GROUP BY k, SESSION(ts, INTERVAL '2' SECOND)`,
+			`SELECT window_start, window_end, k, COUNT(*), SUM(id) FROM TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(ts), INTERVAL '2' SECOND))
+WHERE id NOT IN (14, 15, 16) GROUP BY window_start, window_end, k`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			legacy := lines(t, run(t, seconds+"INSERT INTO p "+tc.legacy+";", 2))
+			tvf := lines(t, run(t, seconds+"INSERT INTO p "+tc.tvf+";", 2))
+			if len(legacy) == 0 || !slices.Equal(legacy, tvf) {
+				t.Errorf("group window:\n%s\nwindow TVF:\n%s", strings.Join(legacy, "\n"), strings.Join(tvf, "\n"))
+			}
+			if tc.name == "SESSION" && len(legacy) != 4 {
+				t.Errorf("want 4 sessions (ids 1..13 and 17..30 per parity), got\n%s", strings.Join(legacy, "\n"))
+			}
+		})
 	}
 }

@@ -27,10 +27,15 @@ type sqlOptions struct {
 	parallelism        int
 	checkpointMode     string
 	quiet              bool
+	// terminal reports whether stderr is a terminal, where the status
+	// line is shown (tests replace it); statusEvery is the status line's
+	// refresh period.
+	terminal    func(io.Writer) bool
+	statusEvery time.Duration
 }
 
 func newSQLCmd() *cobra.Command {
-	var o sqlOptions
+	o := sqlOptions{terminal: isTerminal, statusEvery: 500 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "sql -f JOB.sql",
 		Short: "Run every INSERT INTO of a SQL script as one job",
@@ -139,7 +144,7 @@ func (o *sqlOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "checkpoints: %s\n", job.Options.CheckpointDir)
 
 	start := time.Now()
-	st := newStatus(stderr, reg, o.quiet)
+	st := newStatus(stderr, reg, !o.quiet && o.terminal(stderr), o.statusEvery)
 	err = job.Run(ctx)
 	st.stop()
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -147,52 +152,93 @@ func (o *sqlOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		err = nil
 	}
 	if !o.quiet {
-		s := reg.Summary()
 		how := "finished"
 		if ctx.Err() != nil {
 			how = "stopped"
 		} else if err != nil {
 			how = "failed"
 		}
-		fmt.Fprintf(stderr, "job %s after %s: %d records in, %d out; %d checkpoints completed\n",
-			how, time.Since(start).Round(time.Millisecond), s.RecordsIn, s.RecordsOut, s.CheckpointsCompleted)
+		fmt.Fprintln(stderr, summaryLine(how, time.Since(start), reg.Summary()))
 	}
 	return err
 }
 
-// status prints the status line every half second while a job runs. Only
-// on a terminal: a log file would fill with lines.
-type status struct {
-	w    io.Writer
-	reg  *metrics.Registry
-	done chan struct{}
-	wg   sync.WaitGroup
+// summaryLine is the line printed when a job ends.
+func summaryLine(how string, took time.Duration, s metrics.Summary) string {
+	line := fmt.Sprintf("job %s after %s: %d records in, %d out; %d checkpoints completed",
+		how, took.Round(time.Millisecond), s.RecordsIn, s.RecordsOut, s.CheckpointsCompleted)
+	if s.CheckpointsCompleted > 0 {
+		line += fmt.Sprintf(", the last in %s", s.LastCheckpointDuration.Round(time.Millisecond))
+	}
+	return line
 }
 
-func newStatus(w io.Writer, reg *metrics.Registry, quiet bool) *status {
-	s := &status{w: w, reg: reg, done: make(chan struct{})}
-	f, ok := w.(*os.File)
-	if quiet || !ok || !isTerminal(f) {
+// summarizer is what the status line reads: *metrics.Registry.
+type summarizer interface {
+	Summary() metrics.Summary
+}
+
+// status rewrites one line on a terminal while a job runs: the record
+// rates since the last refresh, the checkpoints completed and how long
+// the last one took. Only on a terminal: a log file would fill with lines.
+type status struct {
+	w     io.Writer
+	reg   summarizer
+	every time.Duration
+	done  chan struct{}
+	wg    sync.WaitGroup
+	// prev and at are the figures of the last refresh and its time, read
+	// and written by the refreshing goroutine only.
+	prev metrics.Summary
+	at   time.Time
+}
+
+// newStatus starts refreshing the status line every period when show is
+// set; otherwise the status prints nothing.
+func newStatus(w io.Writer, reg summarizer, show bool, every time.Duration) *status {
+	s := &status{w: w, reg: reg, every: every, done: make(chan struct{})}
+	if !show {
 		return s
 	}
+	s.prev, s.at = reg.Summary(), time.Now()
 	s.wg.Add(1)
 	go func() {
 		// Owned by status: stop closes done and waits.
 		defer s.wg.Done()
-		t := time.NewTicker(500 * time.Millisecond)
+		t := time.NewTicker(s.every)
 		defer t.Stop()
 		for {
 			select {
 			case <-s.done:
 				fmt.Fprint(s.w, "\r\033[K")
 				return
-			case <-t.C:
-				m := s.reg.Summary()
-				fmt.Fprintf(s.w, "\r\033[Krunning: %d records in, %d out; %d checkpoints", m.RecordsIn, m.RecordsOut, m.CheckpointsCompleted)
+			case now := <-t.C:
+				fmt.Fprint(s.w, s.line(now))
 			}
 		}
 	}()
 	return s
+}
+
+// line returns the status line at now, starting with a carriage return
+// and an erase-line sequence so that it replaces the one before.
+func (s *status) line(now time.Time) string {
+	m := s.reg.Summary()
+	secs := now.Sub(s.at).Seconds()
+	rate := func(cur, prev int64) float64 {
+		if secs <= 0 {
+			return 0
+		}
+		return float64(cur-prev) / secs
+	}
+	in, out := rate(m.RecordsIn, s.prev.RecordsIn), rate(m.RecordsOut, s.prev.RecordsOut)
+	s.prev, s.at = m, now
+	line := fmt.Sprintf("\r\033[Krunning: %.0f records/s in, %.0f out (%d, %d in total); %d checkpoints",
+		in, out, m.RecordsIn, m.RecordsOut, m.CheckpointsCompleted)
+	if m.CheckpointsCompleted > 0 {
+		line += fmt.Sprintf(", the last in %s", m.LastCheckpointDuration.Round(time.Millisecond))
+	}
+	return line
 }
 
 func (s *status) stop() {
@@ -200,7 +246,12 @@ func (s *status) stop() {
 	s.wg.Wait()
 }
 
-func isTerminal(f *os.File) bool {
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -86,6 +86,15 @@ type csvField struct {
 type csvCodec[T any] struct {
 	strings bool // T is []string
 	fields  []csvField
+	// comma is the field delimiter a writer uses (0: ',').
+	comma byte
+}
+
+func (c *csvCodec[T]) delimiter() byte {
+	if c.comma == 0 {
+		return ','
+	}
+	return c.comma
 }
 
 var (
@@ -209,20 +218,21 @@ func csvFieldFor(sf reflect.StructField) (csvField, error) {
 }
 
 func (c *csvCodec[T]) appendRecord(b []byte, v T) ([]byte, error) {
+	comma := c.delimiter()
 	if c.strings {
 		fields := any(v).([]string)
 		for i, s := range fields {
 			if i > 0 {
-				b = append(b, ',')
+				b = append(b, comma)
 			}
-			b = appendCSVField(b, s, len(fields) == 1)
+			b = appendCSVField(b, s, comma, len(fields) == 1)
 		}
 		return append(b, '\n'), nil
 	}
 	rv := reflect.ValueOf(&v).Elem()
 	for i, f := range c.fields {
 		if i > 0 {
-			b = append(b, ',')
+			b = append(b, comma)
 		}
 		start := len(b)
 		var err error
@@ -230,19 +240,19 @@ func (c *csvCodec[T]) appendRecord(b []byte, v T) ([]byte, error) {
 		if err != nil {
 			return b[:start], fmt.Errorf("encoding field %s: %w", f.name, err)
 		}
-		if needsQuotes(b[start:], len(c.fields) == 1) {
+		if needsQuotes(b[start:], comma, len(c.fields) == 1) {
 			field := string(b[start:])
-			b = appendCSVField(b[:start], field, len(c.fields) == 1)
+			b = appendCSVField(b[:start], field, comma, len(c.fields) == 1)
 		}
 	}
 	return append(b, '\n'), nil
 }
 
-// needsQuotes reports whether a field must be quoted: it holds a comma, a
-// quote or a line break, or starts or ends with a space (readers that trim
-// would lose it), or it is the only field of its record and empty (an
-// empty line would read as a record with no fields).
-func needsQuotes[S ~string | ~[]byte](s S, only bool) bool {
+// needsQuotes reports whether a field must be quoted: it holds the field
+// delimiter comma, a quote or a line break, or starts or ends with a space
+// (readers that trim would lose it), or it is the only field of its record
+// and empty (an empty line would read as a record with no fields).
+func needsQuotes[S ~string | ~[]byte](s S, comma byte, only bool) bool {
 	if len(s) == 0 {
 		return only
 	}
@@ -251,15 +261,15 @@ func needsQuotes[S ~string | ~[]byte](s S, only bool) bool {
 	}
 	for i := 0; i < len(s); i++ {
 		switch s[i] {
-		case ',', '"', '\n', '\r':
+		case comma, '"', '\n', '\r':
 			return true
 		}
 	}
 	return false
 }
 
-func appendCSVField(b []byte, s string, only bool) []byte {
-	if !needsQuotes(s, only) {
+func appendCSVField(b []byte, s string, comma byte, only bool) []byte {
+	if !needsQuotes(s, comma, only) {
 		return append(b, s...)
 	}
 	b = append(b, '"')

@@ -21,6 +21,9 @@ type SinkOptions struct {
 	// BufferSize is the size of the write buffer in front of each part file
 	// (default 256 KiB).
 	BufferSize int
+	// CSVDelimiter separates the fields of a CSV record (default ','); a
+	// field holding it is quoted. It cannot be a quote or a line break.
+	CSVDelimiter byte
 }
 
 // Validate checks the options and fills in defaults.
@@ -37,6 +40,12 @@ func (o *SinkOptions) Validate() error {
 	if o.BufferSize == 0 {
 		o.BufferSize = 256 << 10
 	}
+	switch o.CSVDelimiter {
+	case 0:
+		o.CSVDelimiter = ','
+	case '"', '\n', '\r':
+		return fmt.Errorf("csv delimiter %q cannot be a quote or a line break", o.CSVDelimiter)
+	}
 	return nil
 }
 
@@ -51,6 +60,9 @@ func NewSink[T any](path string, format Format, opts SinkOptions) (func() connec
 	c, err := newCodec[T](format)
 	if err != nil {
 		return nil, fmt.Errorf("file sink %s: %w", path, err)
+	}
+	if cc, ok := c.(*csvCodec[T]); ok {
+		cc.comma = opts.CSVDelimiter
 	}
 	// Checks path and prefix once; every subtask builds its own.
 	parts, err := NewPartFiles(path, opts.Prefix, format.Ext())

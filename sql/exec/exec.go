@@ -7,9 +7,12 @@
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
 //	                   accumulators (sql/expr) encoded in the key's value state
-//	WindowTableFunction clink.FlatMap: a row per window with its bounds
+//	WindowTableFunction clink.FlatMap: a row per window with its bounds;
+//	                   SESSION: clink.Aggregate with session windows keyed by
+//	                   the PARTITION BY columns, holding the rows
 //	WindowAggregate    clink.KeyBy on the encoded group key + clink.Aggregate
 //	                   (event-time windows), accumulators encoded per window
+//	                   (merged when sessions merge); also GroupWindowAggregate
 //	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
 //	                   (filesystem: two-phase commit, exactly once)
 //
@@ -76,6 +79,7 @@ func Connectors() []*catalog.Connector {
 			Options: map[string]string{
 				"print-identifier": "prefix of every printed line",
 				"standard-error":   "true: print to stderr instead of stdout",
+				"sink.parallelism": "parallelism of the sink (default: that of its input)",
 			},
 			Validate: func(t *catalog.Table) error {
 				if v, ok := t.Options["standard-error"]; ok {
@@ -83,7 +87,7 @@ func Connectors() []*catalog.Connector {
 						return &types.Error{Pos: t.OptionPosition("standard-error"), Msg: fmt.Sprintf("option 'standard-error' must be true or false, got '%s'", v)}
 					}
 				}
-				return nil
+				return parallelismOption(t, "sink.parallelism")
 			},
 		},
 		{Name: "blackhole", Sink: true, Updates: true, Options: map[string]string{}},
@@ -427,13 +431,16 @@ func (b *builder) sink(n *planner.Sink) error {
 		if v, _ := strconv.ParseBool(t.Options["standard-error"]); v {
 			w = b.opts.Stderr
 		}
+		if in, err = withSinkParallelism(in, n); err != nil {
+			return err
+		}
 		clink.SinkTo(in, n.UID(), clink.Sink[types.Row](print.New(print.Options{Identifier: t.Options["print-identifier"], Out: w})))
 		return nil
 	case "blackhole":
 		clink.SinkTo(in, n.UID(), clink.Sink[types.Row](blackhole.Sink[types.Row]{}))
 		return nil
 	case "filesystem":
-		return fileSink(in, n.UID(), t)
+		return fileSink(in, n)
 	}
 	if c, ok := lookupConnector(t.Connector.Name); ok && c.sink != nil {
 		return c.sink(b, in, n)

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connectors/filesystem"
 	"github.com/clinkstream/clink/sql/catalog"
+	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 )
 
@@ -18,12 +21,16 @@ import (
 // completes, exactly once. It is append-only, as Flink's filesystem sink
 // is for a streaming query.
 func filesystemConnector() *catalog.Connector {
+	opts := map[string]string{
+		"path":   "directory of the committed files (required)",
+		"format": "csv (no header, RFC 4180 quoting) or json (one object per line)",
+	}
+	for k, v := range fileSinkOptions {
+		opts[k] = v
+	}
 	return &catalog.Connector{
 		Name: "filesystem", Sink: true, TwoPhaseCommit: true,
-		Options: map[string]string{
-			"path":   "directory of the committed files (required)",
-			"format": "csv (no header, RFC 4180 quoting) or json (one object per line)",
-		},
+		Options: opts,
 		Validate: func(t *catalog.Table) error {
 			if t.Options["path"] == "" {
 				return &types.Error{Pos: t.Pos, Msg: fmt.Sprintf("table '%s' needs the option 'path'", t.Name)}
@@ -35,23 +42,173 @@ func filesystemConnector() *catalog.Connector {
 			default:
 				return &types.Error{Pos: t.OptionPosition("format"), Msg: fmt.Sprintf("option 'format' must be 'csv' or 'json', got '%s'", f)}
 			}
-			return nil
+			_, err := fileSinkConfig(t)
+			return err
 		},
 	}
 }
 
-func fileSink(in clink.Stream[types.Row], uid string, t *catalog.Table) error {
+// fileSinkOptions are the filesystem sink's options beyond path and
+// format, with Flink's names.
+var fileSinkOptions = map[string]string{
+	"sink.rolling-policy.file-size":           "start a new part file once one holds this many bytes ('128MB', '1 kb'); files also roll at every checkpoint",
+	"sink.rolling-policy.rollover-interval":   "accepted and checked; part files roll at every checkpoint, when their rows become visible",
+	"sink.rolling-policy.check-interval":      "accepted and checked; part files roll at every checkpoint",
+	"sink.rolling-policy.inactivity-interval": "accepted and checked; part files roll at every checkpoint",
+	"sink.parallelism":                        "parallelism of the sink (default: that of its input)",
+	"csv.field-delimiter":                     "the one character between csv fields (default ','; '\\t' for a tab)",
+	"csv.null-literal":                        "the csv text of NULL (default: an empty field)",
+}
+
+// fileSinkSettings are a filesystem table's sink options, checked.
+type fileSinkSettings struct {
+	sink      filesystem.SinkOptions
+	nullText  string
+	partition int // sink.parallelism, 0 when not set
+}
+
+// fileSinkConfig reads and checks the sink options of a filesystem
+// table; an error names the option and where it was written.
+func fileSinkConfig(t *catalog.Table) (fileSinkSettings, error) {
+	var c fileSinkSettings
+	bad := func(key, format string, args ...any) error {
+		return &types.Error{Pos: t.OptionPosition(key), Msg: fmt.Sprintf("table '%s': option '%s' %s", t.Name, key, fmt.Sprintf(format, args...))}
+	}
+	format := t.Options["format"]
+	for key := range t.Options {
+		if strings.HasPrefix(key, "csv.") && format != "csv" {
+			return c, bad(key, "applies to the format 'csv', not '%s'", format)
+		}
+	}
+	if v, ok := t.Options["sink.rolling-policy.file-size"]; ok {
+		n, err := parseMemorySize(v)
+		if err != nil || n <= 0 {
+			return c, bad("sink.rolling-policy.file-size", "must be a positive memory size such as '128MB', got '%s'", v)
+		}
+		c.sink.RollSize = n
+	}
+	for _, key := range []string{"sink.rolling-policy.rollover-interval", "sink.rolling-policy.check-interval", "sink.rolling-policy.inactivity-interval"} {
+		if v, ok := t.Options[key]; ok {
+			if d, err := parseFlinkDuration(v); err != nil || d <= 0 {
+				return c, bad(key, "must be a positive duration such as '30 min', got '%s'", v)
+			}
+		}
+	}
+	if err := parallelismOption(t, "sink.parallelism"); err != nil {
+		return c, err
+	}
+	if v, ok := t.Options["sink.parallelism"]; ok {
+		c.partition, _ = strconv.Atoi(v)
+	}
+	if v, ok := t.Options["csv.field-delimiter"]; ok {
+		d := v
+		if d == `\t` {
+			d = "\t"
+		}
+		if len(d) != 1 || d[0] == '"' || d[0] == '\n' || d[0] == '\r' {
+			return c, bad("csv.field-delimiter", "must be one character other than a quote or a line break, got '%s'", v)
+		}
+		c.sink.CSVDelimiter = d[0]
+	}
+	c.nullText = t.Options["csv.null-literal"]
+	return c, nil
+}
+
+// parseMemorySize reads a Flink memory size: a number and an optional
+// unit (b, k/kb, m/mb, g/gb, t/tb; binary multiples, as Flink's
+// MemorySize).
+func parseMemorySize(s string) (int64, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	mult := map[string]int64{"": 1, "b": 1, "bytes": 1, "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
+		"m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30,
+		"t": 1 << 40, "tb": 1 << 40, "tebibytes": 1 << 40}[unit]
+	if mult == 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("bad memory size %q", s)
+	}
+	return n * mult, nil
+}
+
+// parseFlinkDuration reads a Flink duration: a number and an optional
+// unit (ms, s, min, h, d and their long forms); a bare number is
+// milliseconds.
+func parseFlinkDuration(s string) (time.Duration, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	num, unit := s, ""
+	if i >= 0 {
+		num, unit = s[:i], strings.TrimSpace(s[i:])
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	u, ok := map[string]time.Duration{
+		"": time.Millisecond, "ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond, "millisecond": time.Millisecond, "milliseconds": time.Millisecond,
+		"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+		"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+		"h": time.Hour, "hour": time.Hour, "hours": time.Hour,
+		"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+	}[unit]
+	if !ok || n > int64(math.MaxInt64/u) {
+		return 0, fmt.Errorf("bad duration %q", s)
+	}
+	return time.Duration(n) * u, nil
+}
+
+// withSinkParallelism runs a sink's input at its sink.parallelism, if the
+// table sets one: the rows are spread round-robin over the sink's
+// subtasks. An updating query is refused: rows of one key could then be
+// reordered, and clink does not redistribute by primary key yet.
+func withSinkParallelism(in clink.Stream[types.Row], n *planner.Sink) (clink.Stream[types.Row], error) {
+	t := n.Table
+	v, ok := t.Options["sink.parallelism"]
+	if !ok {
+		return in, nil
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 {
+		return in, &types.Error{Pos: t.OptionPosition("sink.parallelism"), Msg: fmt.Sprintf("option 'sink.parallelism' must be a positive integer, got '%s'", v)}
+	}
+	if n.Input.Updating() {
+		return in, &types.Error{Pos: t.OptionPosition("sink.parallelism"), Msg: fmt.Sprintf(
+			"table '%s' sets 'sink.parallelism', but the query produces update changes: the rows of one key could be reordered across the sink's subtasks; remove the option", t.Name)}
+	}
+	rows := clink.Map(in, n.UID()+".parallelism", func(r types.Row) types.Row { return r })
+	return clink.Rebalance(rows).SetParallelism(p), nil
+}
+
+func fileSink(in clink.Stream[types.Row], n *planner.Sink) error {
+	t, uid := n.Table, n.UID()
+	cfg, err := fileSinkConfig(t)
+	if err != nil {
+		return err
+	}
+	if in, err = withSinkParallelism(in, n); err != nil {
+		return err
+	}
 	path := t.Options["path"]
 	switch t.Options["format"] {
 	case "csv":
-		f, err := filesystem.NewSink[[]string](path, filesystem.CSV, filesystem.SinkOptions{})
+		f, err := filesystem.NewSink[[]string](path, filesystem.CSV, cfg.sink)
 		if err != nil {
 			return fmt.Errorf("table '%s': %w", t.Name, err)
 		}
+		null := cfg.nullText
 		lines := clink.Map(in, uid+".csv", func(r types.Row) []string {
 			out := make([]string, len(r.Values))
 			for i, v := range r.Values {
-				if !v.IsNull() {
+				if v.IsNull() {
+					out[i] = null
+				} else {
 					out[i] = string(v.AppendFormat(nil, time.UTC))
 				}
 			}
@@ -59,7 +216,7 @@ func fileSink(in clink.Stream[types.Row], uid string, t *catalog.Table) error {
 		})
 		clink.CommitTo(lines, uid, f)
 	default:
-		f, err := filesystem.NewSink[jsonRow](path, filesystem.JSON, filesystem.SinkOptions{})
+		f, err := filesystem.NewSink[jsonRow](path, filesystem.JSON, cfg.sink)
 		if err != nil {
 			return fmt.Errorf("table '%s': %w", t.Name, err)
 		}

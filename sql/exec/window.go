@@ -19,6 +19,8 @@ func assigner(w planner.WindowSpec) clink.WindowAssigner {
 		return clink.SlidingWindows(ms(w.Size), ms(w.Slide))
 	case planner.Cumulate:
 		return clink.CumulateWindows(ms(w.Step), ms(w.Size))
+	case planner.Session:
+		return clink.SessionWindows(ms(w.Gap))
 	}
 	return clink.TumblingWindows(ms(w.Size))
 }
@@ -40,6 +42,9 @@ func (b *builder) windowTableFunction(n *planner.WindowTableFunction) (clink.Str
 	}
 	a, col := assigner(n.Window), n.TimeCol
 	rowtime := n.Input.Fields()[col].Type
+	if n.Window.Kind == planner.Session {
+		return sessionTableFunction(in, n, a, rowtime), nil
+	}
 	return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
 		v := r.Values[col]
 		if v.IsNull() {
@@ -51,6 +56,63 @@ func (b *builder) windowTableFunction(n *planner.WindowTableFunction) (clink.Str
 		}
 		return nil
 	}), nil
+}
+
+// sessionRows are the rows of one open session, encoded: a session's
+// bounds are known only when it ends, so SESSION without aggregation keeps
+// its rows until then.
+type sessionRows struct {
+	Rows [][]byte
+}
+
+// sessionRowsFunc collects rows into sessionRows; merging two sessions
+// joins their rows.
+type sessionRowsFunc struct{}
+
+func (sessionRowsFunc) CreateAccumulator() sessionRows { return sessionRows{} }
+
+// Add returns a new sessionRows. The old one may be in a checkpoint, but
+// appending leaves the rows it holds as they are (only slots past its
+// length are written), and the window operator never adds to a value it
+// replaced: so no copy, which would make a session of n rows cost n².
+func (sessionRowsFunc) Add(acc sessionRows, r types.Row) sessionRows {
+	enc, _ := r.MarshalBinary() // cannot fail
+	return sessionRows{Rows: append(acc.Rows, enc)}
+}
+
+// Merge joins the rows of two sessions a row bridged (appending to a, as
+// Add does).
+func (sessionRowsFunc) Merge(a, b sessionRows) sessionRows {
+	return sessionRows{Rows: append(a.Rows, b.Rows...)}
+}
+
+func (sessionRowsFunc) Result(acc sessionRows) sessionRows { return acc }
+
+// sessionTableFunction runs SESSION on its own: the rows of each
+// partition key are held per session in keyed state and emitted, with the
+// session's bounds, when the watermark passes its end.
+func sessionTableFunction(in clink.Stream[types.Row], n *planner.WindowTableFunction, a clink.WindowAssigner, rowtime types.Type) clink.Stream[types.Row] {
+	uid, part, tc := n.UID(), n.Partition, n.TimeCol
+	keyOf := func(r types.Row) string {
+		var k []byte
+		for _, i := range part {
+			k = types.AppendKey(k, r.Values[i])
+		}
+		return string(k)
+	}
+	in = clink.Filter(in, uid+".rowtime", func(r types.Row) bool { return !r.Values[tc].IsNull() })
+	ws := clink.Aggregate(clink.KeyBy(in, keyOf), uid, a, clink.AggregateFunction[types.Row, sessionRows, sessionRows](sessionRowsFunc{}), clink.WindowOptions{})
+	return clink.FlatMap(ws.Results(), uid+".rows", func(res clink.WindowResult[string, sessionRows], out *clink.Collector[types.Row]) error {
+		wv := windowValues(res.Window, rowtime)
+		for _, enc := range res.Value.Rows {
+			var r types.Row
+			if err := r.UnmarshalBinary(enc); err != nil {
+				return fmt.Errorf("operator %s: decoding a row of session %s: %w", uid, res.Window, err)
+			}
+			out.Collect(types.Row{Kind: r.Kind, Values: append(r.Values, wv...)})
+		}
+		return nil
+	})
 }
 
 // windowAcc is the state of one key and window: the encoded accumulators,
@@ -122,6 +184,37 @@ func (f windowAggFunc) Add(acc windowAcc, r types.Row) windowAcc {
 		enc, err := accs[i].MarshalBinary()
 		if err != nil {
 			return windowAcc{Err: fmt.Sprintf("operator %s: encoding %s: %v", f.uid, a.Text, err)}
+		}
+		next.Accs[i] = enc
+	}
+	return next
+}
+
+// Merge merges the accumulators of two session windows that a row
+// bridged. Every aggregate of sql/expr can merge.
+func (f windowAggFunc) Merge(a, b windowAcc) windowAcc {
+	switch {
+	case a.Err != "":
+		return a
+	case b.Err != "":
+		return b
+	}
+	as, err := f.decode(a)
+	if err != nil {
+		return windowAcc{Err: err.Error()}
+	}
+	bs, err := f.decode(b)
+	if err != nil {
+		return windowAcc{Err: err.Error()}
+	}
+	next := windowAcc{Accs: make([][]byte, len(as))}
+	for i, agg := range f.aggs {
+		if err := as[i].Merge(bs[i]); err != nil {
+			return windowAcc{Err: fmt.Sprintf("operator %s: merging sessions of %s: %v", f.uid, agg.Text, err)}
+		}
+		enc, err := as[i].MarshalBinary()
+		if err != nil {
+			return windowAcc{Err: fmt.Sprintf("operator %s: encoding %s: %v", f.uid, agg.Text, err)}
 		}
 		next.Accs[i] = enc
 	}

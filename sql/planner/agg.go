@@ -249,6 +249,10 @@ func (s *groupScope) Resolve(ref *ast.ColumnRef) (expr.Column, error) {
 // the aggregates' arguments, the GroupAggregate, and a Calc evaluating
 // HAVING and the select list over keys and results.
 func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, exprs []ast.Expr, names []string) (Node, error) {
+	s, exprs, legacy, err := p.groupWindow(rel, s, exprs)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range s.GroupBy {
 		switch g := g.(type) {
 		case *ast.GroupingSets, *ast.Rollup, *ast.Cube:
@@ -314,6 +318,13 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 	// aggregation: winRole[i] says which window column group i is (or -1
 	// for a key), keys are the other groups.
 	tvf, windowed := rel.node.(*WindowTableFunction)
+	if legacy != nil {
+		tvf, windowed = legacy, true
+	} else if windowed && !sessionKeysMatch(tvf, groups, rel.name) {
+		// As in Flink: grouping a SESSION TVF by other keys than its
+		// PARTITION BY is a regular aggregation of its rows.
+		windowed = false
+	}
 	winRole := make([]int, len(groups))
 	keyGroups := groups
 	preIn, preScope := rel.node, scope
@@ -352,7 +363,9 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 			}
 		}
 		preIn = tvf.Input
-		preScope = expr.Tables{{Name: rel.name, Columns: tvf.Input.Fields()}}
+		if tvf.timeRef == nil {
+			preScope = expr.Tables{{Name: rel.name, Columns: tvf.Input.Fields()}}
+		}
 	}
 
 	// The Calc before the aggregation: keys, then per aggregate its
@@ -388,7 +401,11 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		}
 	}
 	if windowed {
-		pre = append(pre, &ast.ColumnRef{Pos: s.Pos, Parts: []string{tvf.Input.Fields()[tvf.TimeCol].Name}})
+		var timeRef ast.Expr = &ast.ColumnRef{Pos: s.Pos, Parts: []string{tvf.Input.Fields()[tvf.TimeCol].Name}}
+		if tvf.timeRef != nil {
+			timeRef = tvf.timeRef
+		}
+		pre = append(pre, timeRef)
 		preNames = append(preNames, tvf.Input.Fields()[tvf.TimeCol].Name)
 	}
 	in, err := p.calc(preIn, preScope, s.Where, pre, preNames)
