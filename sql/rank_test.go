@@ -134,6 +134,18 @@ func TestTopNDifferentialSQLite(t *testing.T) {
 			"SELECT m, k, n FROM (SELECT m, k, n, ROW_NUMBER() OVER (PARTITION BY m ORDER BY n DESC, k) AS rn FROM (SELECT id % 4 AS m, k, COUNT(*) AS n FROM r GROUP BY id % 4, k)) WHERE rn <= 2",
 			"SELECT m, k, n FROM (SELECT m, k, n, ROW_NUMBER() OVER (PARTITION BY m ORDER BY n DESC, k) AS rn FROM (SELECT id % 4 AS m, k, COUNT(*) AS n FROM r GROUP BY id % 4, k)) WHERE rn <= 2",
 			"Rank(strategy=[RetractStrategy]"},
+		{"rank with ties", "(k INT, x BIGINT, id BIGINT, r BIGINT)",
+			"SELECT k, x, id, r FROM (SELECT *, RANK() OVER (PARTITION BY k ORDER BY x DESC) AS r FROM r) WHERE r <= 3",
+			"SELECT k, x, id, r FROM (SELECT *, RANK() OVER (PARTITION BY k ORDER BY x DESC) AS r FROM r) WHERE r <= 3",
+			"rankType=[RANK]"},
+		{"dense rank 2 to 3 without the number", "(k INT, x BIGINT, id BIGINT)",
+			"SELECT k, x, id FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY k ORDER BY x) AS r FROM r) WHERE r BETWEEN 2 AND 3",
+			"SELECT k, x, id FROM (SELECT *, DENSE_RANK() OVER (PARTITION BY k ORDER BY x) AS r FROM r) WHERE r BETWEEN 2 AND 3",
+			"rankType=[DENSE_RANK]"},
+		{"rank of an aggregate", "(m BIGINT, n BIGINT, k INT, r BIGINT)",
+			"SELECT m, n, k, r FROM (SELECT m, k, n, RANK() OVER (PARTITION BY m ORDER BY n DESC) AS r FROM (SELECT id % 4 AS m, k, COUNT(*) AS n FROM r GROUP BY id % 4, k)) WHERE r <= 2",
+			"SELECT m, n, k, r FROM (SELECT m, k, n, RANK() OVER (PARTITION BY m ORDER BY n DESC) AS r FROM (SELECT id % 4 AS m, k, COUNT(*) AS n FROM r GROUP BY id % 4, k)) WHERE r <= 2",
+			"Rank(strategy=[RetractStrategy], rankType=[RANK]"},
 		{"first row by time", "(k INT, id BIGINT, x BIGINT)",
 			"SELECT k, id, x FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts) AS rn FROM r) WHERE rn = 1",
 			"SELECT k, id, x FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ms) AS rn FROM r) WHERE rn = 1",
@@ -150,6 +162,7 @@ func TestTopNDifferentialSQLite(t *testing.T) {
 			}
 			got := materialize(t, run(t, script, 2))
 			want := queryRows(t, d.db, tc.sqlite)
+			t.Logf("%d rows", len(want))
 			if len(want) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), got, want)
 			}
@@ -213,6 +226,14 @@ WHERE rn <= 2`, ws, tumble),
   SELECT (ms / %d) * %d AS ws, k, x, id, ROW_NUMBER() OVER (PARTITION BY ms / %d, k ORDER BY x DESC, id) AS rn FROM r)
 WHERE rn <= 2`, size, size, size),
 			"WindowRank("},
+		{"dense rank per window", "(ws BIGINT, k INT, x BIGINT, id BIGINT, r BIGINT)",
+			fmt.Sprintf(`SELECT %s, k, x, id, r FROM (
+  SELECT *, DENSE_RANK() OVER (PARTITION BY window_start, window_end ORDER BY x DESC) AS r FROM %s)
+WHERE r <= 2`, ws, tumble),
+			fmt.Sprintf(`SELECT ws, k, x, id, r FROM (
+  SELECT (ms / %d) * %d AS ws, k, x, id, DENSE_RANK() OVER (PARTITION BY ms / %d ORDER BY x DESC) AS r FROM r)
+WHERE r <= 2`, size, size, size),
+			"WindowRank(window=[TUMBLE(time_col=[ts], size=[7000 s])], rankType=[DENSE_RANK]"},
 		{"last row per key and window", "(ws BIGINT, k INT, id BIGINT)",
 			fmt.Sprintf(`SELECT %s, k, id FROM (
   SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, k ORDER BY ts DESC) AS rn FROM %s)

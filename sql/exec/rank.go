@@ -83,15 +83,48 @@ func withNumber(v []types.Value, rn int, out bool) []types.Value {
 	return append(slices.Clip(v), types.Int64(int64(rn)))
 }
 
+// numbers returns the number of each of rows (in ranking order) by the
+// rank type: ROW_NUMBER counts rows, RANK gives rows that tie the number
+// of the first of them, DENSE_RANK counts distinct sort keys.
+func numbers(typ string, keys []planner.SortKey, rows []types.Row) []int {
+	ns := make([]int, len(rows))
+	for i := range rows {
+		switch {
+		case i == 0 || typ == "ROW_NUMBER":
+			ns[i] = i + 1
+		case compareRows(keys, rows[i-1].Values, rows[i].Values) == 0:
+			ns[i] = ns[i-1]
+		case typ == "RANK":
+			ns[i] = i + 1
+		default:
+			ns[i] = ns[i-1] + 1
+		}
+	}
+	return ns
+}
+
+// truncate drops the rows whose number is above end (0: none): over
+// insert-only input they can never come back into the range.
+func truncate(typ string, keys []planner.SortKey, rows []types.Row, end int) []types.Row {
+	if end <= 0 || len(rows) <= end && typ == "ROW_NUMBER" {
+		return rows
+	}
+	ns := numbers(typ, keys, rows)
+	if i := slices.IndexFunc(ns, func(n int) bool { return n > end }); i >= 0 {
+		return rows[:i]
+	}
+	return rows
+}
+
 func buildRank(b *builder, n *planner.Rank) (clink.Stream[types.Row], error) {
 	in, err := b.stream(n.Input)
 	if err != nil {
 		return in, err
 	}
-	keys, outRank := n.OrderBy, n.OutputRank
+	keys, outRank, typ := n.OrderBy, n.OutputRank, n.RankType
 	start, end := int(n.RankStart), int(n.RankEnd)
-	// Over insert-only input only the first RankEnd rows can ever be
-	// in the range.
+	// Over insert-only input only the rows numbered up to RankEnd can
+	// ever be in the range.
 	limit := 0
 	if !n.Input.Updating() {
 		limit = end
@@ -104,12 +137,12 @@ func buildRank(b *builder, n *planner.Rank) (clink.Stream[types.Row], error) {
 		var rows []types.Row
 		if r.Kind.IsAccumulate() {
 			i := insertAt(keys, old, r.Values, false)
-			if limit > 0 && i >= limit {
+			if limit > 0 && i >= limit && typ == "ROW_NUMBER" {
 				return nil
 			}
 			rows = slices.Insert(slices.Clone(old), i, types.Row{Kind: changelog.Insert, Values: r.Values})
-			if limit > 0 && len(rows) > limit {
-				rows = rows[:limit]
+			if limit > 0 {
+				rows = truncate(typ, keys, rows, limit)
 			}
 		} else {
 			i := slices.IndexFunc(old, func(o types.Row) bool { return sameValues(o.Values, r.Values) })
@@ -120,7 +153,11 @@ func buildRank(b *builder, n *planner.Rank) (clink.Stream[types.Row], error) {
 			}
 			rows = slices.Delete(slices.Clone(old), i, i+1)
 		}
-		emitRankChanges(old, rows, start, end, outRank, out)
+		if typ == "ROW_NUMBER" {
+			emitRowNumberChanges(old, rows, start, end, outRank, out)
+		} else {
+			emitRankChanges(ranked(typ, keys, old, start, end, outRank), ranked(typ, keys, rows, start, end, outRank), out)
+		}
 		if len(rows) == 0 {
 			ctx.Clear()
 		} else {
@@ -131,49 +168,60 @@ func buildRank(b *builder, n *planner.Rank) (clink.Stream[types.Row], error) {
 	return clink.Process(clink.KeyBy(in, partitionKey(n.PartitionBy)), n.UID(), fn), nil
 }
 
-// emitRankChanges emits what changed in row numbers start..end (end 0:
-// all) from old to rows. With the row number in the output each number
-// whose row changed gets -U/+U (+I when it is new, -D when it is gone);
-// without it, rows that left the range get -D and rows that entered +I.
-func emitRankChanges(old, rows []types.Row, start, end int, outRank bool, out *clink.Collector[types.Row]) {
+// ranked returns the output rows of the rows numbered start..end (end 0:
+// all), with their number when outRank.
+func ranked(typ string, keys []planner.SortKey, rows []types.Row, start, end int, outRank bool) [][]types.Value {
+	var vs [][]types.Value
+	for i, n := range numbers(typ, keys, rows) {
+		if n >= start && (end == 0 || n <= end) {
+			vs = append(vs, withNumber(rows[i].Values, n, outRank))
+		}
+	}
+	return vs
+}
+
+// emitRankChanges emits -D for each output row of was that is not in now
+// and +I for each of now that is not in was (as multisets).
+func emitRankChanges(was, now [][]types.Value, out *clink.Collector[types.Row]) {
+	matched := make([]bool, len(now))
+	for _, o := range was {
+		j := slices.IndexFunc(now, func(x []types.Value) bool { return sameValues(x, o) })
+		for j >= 0 && matched[j] {
+			k := slices.IndexFunc(now[j+1:], func(x []types.Value) bool { return sameValues(x, o) })
+			if k < 0 {
+				j = -1
+			} else {
+				j += 1 + k
+			}
+		}
+		if j >= 0 {
+			matched[j] = true
+			continue
+		}
+		out.Collect(types.Row{Kind: changelog.Delete, Values: o})
+	}
+	for j, x := range now {
+		if !matched[j] {
+			out.Collect(types.Row{Kind: changelog.Insert, Values: x})
+		}
+	}
+}
+
+// emitRowNumberChanges emits what changed in row numbers start..end (end
+// 0: all) from old to rows. With the row number in the output each
+// number whose row changed gets -U/+U (+I when it is new, -D when it is
+// gone); without it, rows that left the range get -D and rows that
+// entered +I.
+func emitRowNumberChanges(old, rows []types.Row, start, end int, outRank bool, out *clink.Collector[types.Row]) {
+	if !outRank {
+		emitRankChanges(ranked("ROW_NUMBER", nil, old, start, end, false), ranked("ROW_NUMBER", nil, rows, start, end, false), out)
+		return
+	}
 	hi := max(len(old), len(rows))
 	if end > 0 {
 		hi = min(hi, end)
 	}
-	lo := start - 1
-	if !outRank {
-		window := func(rs []types.Row) []types.Row {
-			if lo >= len(rs) {
-				return nil
-			}
-			return rs[lo:min(hi, len(rs))]
-		}
-		was, now := window(old), window(rows)
-		matched := make([]bool, len(now))
-		for _, o := range was {
-			j := slices.IndexFunc(now, func(x types.Row) bool { return sameValues(x.Values, o.Values) })
-			for j >= 0 && matched[j] {
-				k := slices.IndexFunc(now[j+1:], func(x types.Row) bool { return sameValues(x.Values, o.Values) })
-				if k < 0 {
-					j = -1
-				} else {
-					j += 1 + k
-				}
-			}
-			if j >= 0 {
-				matched[j] = true
-				continue
-			}
-			out.Collect(types.Row{Kind: changelog.Delete, Values: o.Values})
-		}
-		for j, x := range now {
-			if !matched[j] {
-				out.Collect(types.Row{Kind: changelog.Insert, Values: x.Values})
-			}
-		}
-		return
-	}
-	for i := lo; i < hi; i++ {
+	for i := start - 1; i < hi; i++ {
 		o, n := i < len(old), i < len(rows)
 		switch {
 		case o && n:
@@ -224,7 +272,7 @@ func buildWindowRank(b *builder, n *planner.WindowRank) (clink.Stream[types.Row]
 	if err != nil {
 		return in, err
 	}
-	keys, outRank, endCol := n.OrderBy, n.OutputRank, n.WindowEnd
+	keys, outRank, endCol, typ := n.OrderBy, n.OutputRank, n.WindowEnd, n.RankType
 	start, end := int(n.RankStart), int(n.RankEnd)
 	// The last row of equal ones wins a window deduplication that keeps
 	// the last row.
@@ -246,20 +294,17 @@ func buildWindowRank(b *builder, n *planner.WindowRank) (clink.Stream[types.Row]
 				ctx.RegisterEventTimeTimer(fire)
 			}
 			i := insertAt(keys, st.Rows, r.Values, tiesFirst)
-			if end > 0 && i >= end {
+			if end > 0 && i >= end && typ == "ROW_NUMBER" {
 				return nil
 			}
 			rows := slices.Insert(slices.Clone(st.Rows), i, types.Row{Kind: changelog.Insert, Values: r.Values})
-			if end > 0 && len(rows) > end {
-				rows = rows[:end]
-			}
-			ctx.SetValue(rankState{Rows: rows})
+			ctx.SetValue(rankState{Rows: truncate(typ, keys, rows, end)})
 			return nil
 		},
 		OnTimer: func(ctx *clink.KeyedContext[string, rankState], ts int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
 			st, _ := ctx.Value()
-			for i := start - 1; i < len(st.Rows); i++ {
-				out.Collect(types.Row{Kind: changelog.Insert, Values: withNumber(st.Rows[i].Values, i+1, outRank)})
+			for _, v := range ranked(typ, keys, st.Rows, start, end, outRank) {
+				out.Collect(types.Row{Kind: changelog.Insert, Values: v})
 			}
 			ctx.Clear()
 			return nil

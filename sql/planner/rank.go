@@ -19,17 +19,20 @@ type SortKey struct {
 	NullsFirst bool
 }
 
-// Rank numbers the rows of each partition by ROW_NUMBER() in the order
-// of OrderBy and keeps those whose number lies in RankStart..RankEnd
-// (Flink's Rank: Top-N). It keeps the partition's rows in keyed state
+// Rank numbers the rows of each partition by ROW_NUMBER(), RANK() or
+// DENSE_RANK() in the order of OrderBy and keeps those whose number lies
+// in RankStart..RankEnd (Flink's Rank: Top-N). It keeps the partition's rows in keyed state
 // (only the first RankEnd of an insert-only input, every row of an
 // updating one) and its output is updating: +I when a row enters the
-// range, -U/+U when the row at a number changes, -D when a row leaves.
-// Without OutputRank the row number is not a column and only rows that
+// range, -U/+U when the row at a number changes, -D when a row leaves
+// (RANK and DENSE_RANK, where several rows share a number: -D of the
+// row with its old number, +I with the new one). Without OutputRank the row number is not a column and only rows that
 // enter (+I) or leave (-D) the range are emitted.
 type Rank struct {
 	base
-	Input       Node
+	Input Node
+	// RankType is ROW_NUMBER, RANK or DENSE_RANK.
+	RankType    string
 	PartitionBy []int
 	OrderBy     []SortKey
 	// RankStart and RankEnd bound the row numbers kept; RankEnd 0 keeps
@@ -66,6 +69,8 @@ type WindowRank struct {
 	base
 	Input  Node
 	Window WindowSpec
+	// RankType is ROW_NUMBER, RANK or DENSE_RANK.
+	RankType string
 	// PartitionBy holds every partition column, window ones included.
 	PartitionBy            []int
 	WindowStart, WindowEnd int
@@ -142,8 +147,8 @@ func rankRangeText(start, end int64) string {
 
 func (n *Rank) args() string {
 	in := n.Input.Fields()
-	return fmt.Sprintf("strategy=[%s], rankType=[ROW_NUMBER], rankRange=[%s], partitionBy=[%s], orderBy=[%s], select=[%s]",
-		n.Strategy(), rankRangeText(n.RankStart, n.RankEnd), columnNames(in, n.PartitionBy), orderText(in, n.OrderBy), fieldNames(n.fields))
+	return fmt.Sprintf("strategy=[%s], rankType=[%s], rankRange=[%s], partitionBy=[%s], orderBy=[%s], select=[%s]",
+		n.Strategy(), n.RankType, rankRangeText(n.RankStart, n.RankEnd), columnNames(in, n.PartitionBy), orderText(in, n.OrderBy), fieldNames(n.fields))
 }
 
 func (n *Deduplicate) args() string {
@@ -175,8 +180,8 @@ func (n *WindowRank) args() string {
 		return fmt.Sprintf("window=[%s], keep=[%s], partitionKeys=[%s], orderKey=[%s], order=[ROWTIME]",
 			n.Window, keep, columnNames(in, n.keys()), in[n.OrderBy[0].Col].Name)
 	}
-	return fmt.Sprintf("window=[%s], rankType=[ROW_NUMBER], rankRange=[%s], partitionBy=[%s], orderBy=[%s], select=[%s]",
-		n.Window, rankRangeText(n.RankStart, n.RankEnd), columnNames(in, n.keys()), orderText(in, n.OrderBy), fieldNames(n.fields))
+	return fmt.Sprintf("window=[%s], rankType=[%s], rankRange=[%s], partitionBy=[%s], orderBy=[%s], select=[%s]",
+		n.Window, n.RankType, rankRangeText(n.RankStart, n.RankEnd), columnNames(in, n.keys()), orderText(in, n.OrderBy), fieldNames(n.fields))
 }
 
 // overInfo is what binding a SELECT with ROW_NUMBER() OVER learned, kept
@@ -184,6 +189,8 @@ func (n *WindowRank) args() string {
 // plan it again as a Top-N.
 type overInfo struct {
 	call *ast.Call
+	// rankType is ROW_NUMBER, RANK or DENSE_RANK.
+	rankType string
 	// in is the ranking's input: the FROM item after the SELECT's WHERE,
 	// its columns laid out as scope says.
 	in    Node
@@ -225,9 +232,9 @@ func (s *rankScope) Resolve(ref *ast.ColumnRef) (expr.Column, error) {
 var rowNumberType = types.BigIntType.WithNotNull(true)
 
 // bindOver binds a select list with a window function call (f(...) OVER
-// (...)) over rel. Only ROW_NUMBER() is supported; without a rank filter
-// in the SELECT above (see bindRankFilter) it is planned as an unbounded
-// Rank that numbers every row.
+// (...)) over rel. ROW_NUMBER(), RANK() and DENSE_RANK() are supported;
+// without a rank filter in the SELECT above (see bindRankFilter) they are
+// planned as an unbounded Rank that numbers every row.
 func (p *Planner) bindOver(rel relation, s *ast.Select, items []*ast.SelectItem, exprs []ast.Expr, names []string) (Node, error) {
 	var call *ast.Call
 	for _, e := range exprs {
@@ -248,17 +255,18 @@ func (p *Planner) bindOver(rel relation, s *ast.Select, items []*ast.SelectItem,
 			return nil, err
 		}
 	}
-	if err := checkRowNumber(call); err != nil {
+	if err := checkRankCall(call); err != nil {
 		return nil, err
 	}
+	fname := strings.ToUpper(call.Name.Last())
 	if s.Distinct {
 		return nil, errorf(s.Pos, "SELECT DISTINCT with a window function is not supported; rank in a subquery first")
 	}
 	if len(s.GroupBy) > 0 || s.Having != nil || slices.ContainsFunc(exprs, hasAggregate) {
-		return nil, errorf(call.Pos, "ROW_NUMBER() OVER in a grouped SELECT is not supported; aggregate in a subquery and rank its rows")
+		return nil, errorf(call.Pos, "%s() OVER in a grouped SELECT is not supported; aggregate in a subquery and rank its rows", fname)
 	}
 	scope := rel.scope()
-	info := &overInfo{call: call, in: rel.node, scope: scope, exprs: exprs, names: names, rnItem: -1}
+	info := &overInfo{call: call, rankType: fname, in: rel.node, scope: scope, exprs: exprs, names: names, rnItem: -1}
 	for i, e := range exprs {
 		if e == ast.Expr(call) {
 			info.rnItem = i
@@ -275,14 +283,14 @@ func (p *Planner) bindOver(rel relation, s *ast.Select, items []*ast.SelectItem,
 		info.in = n
 	}
 	for _, e := range call.Over.PartitionBy {
-		c, err := overColumn(e, scope, "PARTITION BY")
+		c, err := overColumn(e, scope, "PARTITION BY", fname)
 		if err != nil {
 			return nil, err
 		}
 		info.partition = append(info.partition, c)
 	}
 	for _, o := range call.Over.OrderBy {
-		c, err := overColumn(o.Expr, scope, "ORDER BY")
+		c, err := overColumn(o.Expr, scope, "ORDER BY", fname)
 		if err != nil {
 			return nil, err
 		}
@@ -302,35 +310,33 @@ func (p *Planner) bindOver(rel relation, s *ast.Select, items []*ast.SelectItem,
 	return p.planOver(info, 1, 0, true)
 }
 
-// checkRowNumber refuses every window function but ROW_NUMBER() OVER
-// (PARTITION BY ... ORDER BY ...).
-func checkRowNumber(c *ast.Call) error {
+// checkRankCall refuses every window function but ROW_NUMBER(), RANK()
+// and DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...).
+func checkRankCall(c *ast.Call) error {
 	name := strings.ToUpper(c.Name.Last())
 	switch {
-	case name == "RANK" || name == "DENSE_RANK":
-		return errorf(c.Pos, "%s() is not supported yet; use ROW_NUMBER()", name)
-	case name != "ROW_NUMBER" || len(c.Name.Parts) != 1:
-		return errorf(c.Pos, "OVER windows are not supported yet: %s(...) OVER; only ROW_NUMBER() OVER (PARTITION BY ... ORDER BY ...) with a filter on the row number (Top-N)", c.Name.Last())
+	case name != "ROW_NUMBER" && name != "RANK" && name != "DENSE_RANK" || len(c.Name.Parts) != 1:
+		return errorf(c.Pos, "OVER windows are not supported yet: %s(...) OVER; only ROW_NUMBER(), RANK() and DENSE_RANK() OVER (PARTITION BY ... ORDER BY ...) with a filter on the number (Top-N)", c.Name.Last())
 	case len(c.Args) > 0:
-		return errorf(c.Pos, "ROW_NUMBER takes no arguments")
+		return errorf(c.Pos, "%s takes no arguments", name)
 	case c.Distinct || c.Filter != nil:
-		return errorf(c.Pos, "ROW_NUMBER takes neither DISTINCT nor FILTER")
+		return errorf(c.Pos, "%s takes neither DISTINCT nor FILTER", name)
 	case c.Over.Ref != "":
 		return errorf(c.Over.Pos, "named windows (OVER %s) are not supported yet", c.Over.Ref)
 	case c.Over.Frame != nil:
-		return errorf(c.Over.Pos, "ROW_NUMBER does not take a window frame (ROWS or RANGE)")
+		return errorf(c.Over.Pos, "%s does not take a window frame (ROWS or RANGE)", name)
 	case len(c.Over.OrderBy) == 0:
-		return errorf(c.Over.Pos, "ROW_NUMBER() OVER needs an ORDER BY")
+		return errorf(c.Over.Pos, "%s() OVER needs an ORDER BY", name)
 	}
 	return nil
 }
 
 // overColumn resolves a PARTITION BY or ORDER BY item, which must be a
 // column.
-func overColumn(e ast.Expr, scope expr.Scope, clause string) (int, error) {
+func overColumn(e ast.Expr, scope expr.Scope, clause, fname string) (int, error) {
 	r, ok := e.(*ast.ColumnRef)
 	if !ok {
-		return 0, errorf(e.Position(), "%s of ROW_NUMBER takes columns, not expressions such as %s; compute it in a subquery", clause, e)
+		return 0, errorf(e.Position(), "%s of %s takes columns, not expressions such as %s; compute it in a subquery", clause, fname, e)
 	}
 	c, err := scope.Resolve(r)
 	if err != nil {
@@ -389,11 +395,11 @@ func (p *Planner) planOver(info *overInfo, start, end int64, outRank bool) (Node
 	if outRank {
 		fields = append(fields, types.Field{Name: rnName, Type: rowNumberType})
 	}
-	top1 := start == 1 && end == 1 && !outRank && len(info.order) == 1
+	top1 := info.rankType == "ROW_NUMBER" && start == 1 && end == 1 && !outRank && len(info.order) == 1
 	var rank Node
 	switch {
 	case info.win != nil:
-		w := &WindowRank{Input: in, Window: info.win.spec, PartitionBy: info.partition, WindowStart: info.win.start, WindowEnd: info.win.end,
+		w := &WindowRank{Input: in, Window: info.win.spec, RankType: info.rankType, PartitionBy: info.partition, WindowStart: info.win.start, WindowEnd: info.win.end,
 			OrderBy: info.order, RankStart: start, RankEnd: end, OutputRank: outRank, over: info}
 		w.Dedup = top1 && isTimeAttribute(in, info.order[0].Col)
 		w.fields, w.rowtime = fields, in.Rowtime()
@@ -403,7 +409,7 @@ func (p *Planner) planOver(info *overInfo, start, end int64, outRank bool) (Node
 		d.fields, d.rowtime = fields, -1
 		rank = d
 	default:
-		r := &Rank{Input: in, PartitionBy: info.partition, OrderBy: info.order, RankStart: start, RankEnd: end, OutputRank: outRank, over: info}
+		r := &Rank{Input: in, RankType: info.rankType, PartitionBy: info.partition, OrderBy: info.order, RankStart: start, RankEnd: end, OutputRank: outRank, over: info}
 		r.fields, r.rowtime = fields, -1
 		rank = r
 	}
