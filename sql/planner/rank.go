@@ -499,6 +499,21 @@ func overOf(n Node) *overInfo {
 	return info
 }
 
+// isRename reports a Calc that passes every input column on in order,
+// under other names.
+func isRename(c *Calc) bool {
+	in := c.Input.Fields()
+	if c.Filter != nil || len(c.ProjText) != len(in) {
+		return false
+	}
+	for i, t := range c.ProjText {
+		if strings.ReplaceAll(t, "`", "") != in[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
 // bindRankFilter binds a SELECT whose WHERE bounds the row number a
 // ranking subquery computes (Top-N). ok is false when s is not such a
 // query; it is then planned as an ordinary projection and filter.
@@ -507,6 +522,14 @@ func (p *Planner) bindRankFilter(rel relation, s *ast.Select, exprs []ast.Expr, 
 		return nil, false, nil
 	}
 	info := overOf(rel.node)
+	// Column aliases of the ranking's subquery (AS t(a, b, rn)) put a
+	// renaming Calc over it.
+	var renamed []types.Field
+	if c, ok := rel.node.(*Calc); ok && info == nil && isRename(c) {
+		if info = overOf(c.Input); info != nil {
+			renamed = c.Fields()
+		}
+	}
 	if info == nil || info.rnItem < 0 {
 		return nil, false, nil
 	}
@@ -555,6 +578,14 @@ func (p *Planner) bindRankFilter(rel relation, s *ast.Select, exprs []ast.Expr, 
 	top, err := p.planOver(info, start, end, outRank)
 	if err != nil {
 		return nil, false, err
+	}
+	if renamed != nil {
+		if !outRank {
+			renamed = slices.Delete(slices.Clone(renamed), rnCol, rnCol+1)
+		}
+		if top, err = p.rename(top, renamed, s.Pos); err != nil {
+			return nil, false, err
+		}
 	}
 	s2 := *s
 	s2.Where = nil

@@ -16,6 +16,7 @@ import (
 // input's rowtime, if there is one.
 type Union struct {
 	base
+	// Union holds the inputs, in the order the query names them.
 	Union []Node
 }
 
