@@ -169,7 +169,10 @@ func (env *Environment) plan() (*runtime.JobGraph, error) {
 				if e.to.vertex == v && chainable(e) {
 					continue
 				}
-				g.Edges = append(g.Edges, runtime.Edge{From: v.index, To: e.to.vertex.index, Input: e.input})
+				// A forward edge that is not chained (into a union) connects
+				// subtask i to subtask i when the parallelisms match.
+				pointwise := e.part == partForward && e.from.parallelism == e.to.parallelism
+				g.Edges = append(g.Edges, runtime.Edge{From: v.index, To: e.to.vertex.index, Input: e.input, Pointwise: pointwise})
 			}
 		}
 	}

@@ -148,7 +148,10 @@ func exchange[T any](s Stream[T], name string, part partKind) Stream[T] {
 
 // Union merges streams of the same type into one. The merged operator runs
 // at the environment's parallelism; the order of records from one upstream
-// subtask is kept.
+// subtask is kept. An input of the same parallelism feeds subtask i from
+// its subtask i only, so records that follow each other in one upstream
+// subtask (a retraction and its update) stay in one downstream subtask in
+// order; an input of another parallelism is rebalanced.
 func Union[T any](name string, streams ...Stream[T]) Stream[T] {
 	if len(streams) == 0 {
 		panic("clink.Union needs at least one stream")
@@ -161,7 +164,7 @@ func Union[T any](name string, streams ...Stream[T]) Stream[T] {
 		if s.node.env != env {
 			env.fail(fmt.Errorf("union %q: streams belong to different environments", name))
 		}
-		connect(s.node, n, 0, partRebalance, nil)
+		connect(s.node, n, 0, partForward, nil)
 	}
 	n.build = passThrough[T](name)
 	return Stream[T]{node: n}

@@ -13,6 +13,11 @@
 //	WindowAggregate    clink.KeyBy on the encoded group key + clink.Aggregate
 //	                   (event-time windows), accumulators encoded per window
 //	                   (merged when sessions merge); also GroupWindowAggregate
+//	Rank, Deduplicate  clink.KeyBy on the encoded partition key + clink.Process,
+//	                   the partition's ranked rows (or kept row) in value state
+//	WindowRank         clink.KeyBy + clink.KeyedProcess: rows per window and
+//	                   partition, emitted by an event-time timer at the window end
+//	Union              clink.Union
 //	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
 //	                   (filesystem: two-phase commit, exactly once)
 //

@@ -232,3 +232,7 @@ func arithType(op ast.BinaryOp, a, b types.Type) types.Type {
 	}
 	return a
 }
+
+// CommonType returns the least restrictive type of a and b (the type a
+// CASE or a UNION gives two such columns), or false when they have none.
+func CommonType(a, b types.Type) (types.Type, bool) { return commonType(a, b) }

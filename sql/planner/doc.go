@@ -13,6 +13,10 @@
 //	WindowTableFunction TUMBLE/HOP/CUMULATE: a row per window it falls in
 //	WindowAggregate   GROUP BY window_start, window_end over a window TVF:
 //	                  insert-only, one row per key and window
+//	Rank              ROW_NUMBER/RANK/DENSE_RANK Top-N per partition: updating
+//	Deduplicate       Top-1 by the rowtime: first or last row per key
+//	WindowRank        Top-N (or WindowDeduplicate) per window: insert-only
+//	Union             UNION ALL of inputs with widened column types
 //	Sink              writes into a table
 //
 // Each node says whether it is insert-only or updating (Flink's changelog

@@ -1,0 +1,314 @@
+package exec
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/planner"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+func init() {
+	registerNode(buildRank)
+	registerNode(buildDeduplicate)
+	registerNode(buildWindowRank)
+}
+
+// rankState is one partition's rows in ranking order (all of them over
+// updating input; the first RankEnd over insert-only input, since a row
+// pushed out of those never comes back).
+type rankState struct {
+	Rows []types.Row
+}
+
+// compareRows orders two rows by keys; NULL sorts as each key says.
+func compareRows(keys []planner.SortKey, a, b []types.Value) int {
+	for _, k := range keys {
+		x, y := a[k.Col], b[k.Col]
+		var c int
+		switch {
+		case x.IsNull() && y.IsNull():
+		case x.IsNull(), y.IsNull():
+			c = 1
+			if x.IsNull() == k.NullsFirst {
+				c = -1
+			}
+		default:
+			c = types.Compare(x, y)
+			if k.Desc {
+				c = -c
+			}
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// insertAt is where a new row goes among rows: after the rows it ties
+// with (an earlier row keeps the lower number), or before them when
+// tiesFirst.
+func insertAt(keys []planner.SortKey, rows []types.Row, v []types.Value, tiesFirst bool) int {
+	i, _ := slices.BinarySearchFunc(rows, v, func(r types.Row, v []types.Value) int {
+		c := compareRows(keys, r.Values, v)
+		if c == 0 {
+			if tiesFirst {
+				return 1
+			}
+			return -1
+		}
+		return c
+	})
+	return i
+}
+
+func partitionKey(cols []int) func(types.Row) string {
+	return func(r types.Row) string {
+		var k []byte
+		for _, i := range cols {
+			k = types.AppendKey(k, r.Values[i])
+		}
+		return string(k)
+	}
+}
+
+// withNumber is a row's values with its row number appended, when out.
+func withNumber(v []types.Value, rn int, out bool) []types.Value {
+	if !out {
+		return v
+	}
+	return append(slices.Clip(v), types.Int64(int64(rn)))
+}
+
+// numbers returns the number of each of rows (in ranking order) by the
+// rank type: ROW_NUMBER counts rows, RANK gives rows that tie the number
+// of the first of them, DENSE_RANK counts distinct sort keys.
+func numbers(typ string, keys []planner.SortKey, rows []types.Row) []int {
+	ns := make([]int, len(rows))
+	for i := range rows {
+		switch {
+		case i == 0 || typ == "ROW_NUMBER":
+			ns[i] = i + 1
+		case compareRows(keys, rows[i-1].Values, rows[i].Values) == 0:
+			ns[i] = ns[i-1]
+		case typ == "RANK":
+			ns[i] = i + 1
+		default:
+			ns[i] = ns[i-1] + 1
+		}
+	}
+	return ns
+}
+
+// truncate drops the rows whose number is above end (0: none): over
+// insert-only input they can never come back into the range.
+func truncate(typ string, keys []planner.SortKey, rows []types.Row, end int) []types.Row {
+	if end <= 0 || len(rows) <= end && typ == "ROW_NUMBER" {
+		return rows
+	}
+	ns := numbers(typ, keys, rows)
+	if i := slices.IndexFunc(ns, func(n int) bool { return n > end }); i >= 0 {
+		return rows[:i]
+	}
+	return rows
+}
+
+func buildRank(b *builder, n *planner.Rank) (clink.Stream[types.Row], error) {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return in, err
+	}
+	keys, outRank, typ := n.OrderBy, n.OutputRank, n.RankType
+	start, end := int(n.RankStart), int(n.RankEnd)
+	// Over insert-only input only the rows numbered up to RankEnd can
+	// ever be in the range.
+	limit := 0
+	if !n.Input.Updating() {
+		limit = end
+	}
+	fn := func(ctx *clink.KeyedContext[string, rankState], r types.Row, out *clink.Collector[types.Row]) error {
+		st, _ := ctx.Value()
+		// The state's rows may be in a checkpoint being written: change
+		// a copy.
+		old := st.Rows
+		var rows []types.Row
+		if r.Kind.IsAccumulate() {
+			i := insertAt(keys, old, r.Values, false)
+			if limit > 0 && i >= limit && typ == "ROW_NUMBER" {
+				return nil
+			}
+			rows = slices.Insert(slices.Clone(old), i, types.Row{Kind: changelog.Insert, Values: r.Values})
+			if limit > 0 {
+				rows = truncate(typ, keys, rows, limit)
+			}
+		} else {
+			i := slices.IndexFunc(old, func(o types.Row) bool { return sameValues(o.Values, r.Values) })
+			if i < 0 {
+				// A retraction of a row this operator does not hold: as
+				// Flink without state TTL, nothing to retract.
+				return nil
+			}
+			rows = slices.Delete(slices.Clone(old), i, i+1)
+		}
+		if typ == "ROW_NUMBER" {
+			emitRowNumberChanges(old, rows, start, end, outRank, out)
+		} else {
+			emitRankChanges(ranked(typ, keys, old, start, end, outRank), ranked(typ, keys, rows, start, end, outRank), out)
+		}
+		if len(rows) == 0 {
+			ctx.Clear()
+		} else {
+			ctx.SetValue(rankState{Rows: rows})
+		}
+		return nil
+	}
+	return clink.Process(clink.KeyBy(in, partitionKey(n.PartitionBy)), n.UID(), fn), nil
+}
+
+// ranked returns the output rows of the rows numbered start..end (end 0:
+// all), with their number when outRank.
+func ranked(typ string, keys []planner.SortKey, rows []types.Row, start, end int, outRank bool) [][]types.Value {
+	var vs [][]types.Value
+	for i, n := range numbers(typ, keys, rows) {
+		if n >= start && (end == 0 || n <= end) {
+			vs = append(vs, withNumber(rows[i].Values, n, outRank))
+		}
+	}
+	return vs
+}
+
+// emitRankChanges emits -D for each output row of was that is not in now
+// and +I for each of now that is not in was (as multisets).
+func emitRankChanges(was, now [][]types.Value, out *clink.Collector[types.Row]) {
+	matched := make([]bool, len(now))
+	for _, o := range was {
+		j := slices.IndexFunc(now, func(x []types.Value) bool { return sameValues(x, o) })
+		for j >= 0 && matched[j] {
+			k := slices.IndexFunc(now[j+1:], func(x []types.Value) bool { return sameValues(x, o) })
+			if k < 0 {
+				j = -1
+			} else {
+				j += 1 + k
+			}
+		}
+		if j >= 0 {
+			matched[j] = true
+			continue
+		}
+		out.Collect(types.Row{Kind: changelog.Delete, Values: o})
+	}
+	for j, x := range now {
+		if !matched[j] {
+			out.Collect(types.Row{Kind: changelog.Insert, Values: x})
+		}
+	}
+}
+
+// emitRowNumberChanges emits what changed in row numbers start..end (end
+// 0: all) from old to rows. With the row number in the output each
+// number whose row changed gets -U/+U (+I when it is new, -D when it is
+// gone); without it, rows that left the range get -D and rows that
+// entered +I.
+func emitRowNumberChanges(old, rows []types.Row, start, end int, outRank bool, out *clink.Collector[types.Row]) {
+	if !outRank {
+		emitRankChanges(ranked("ROW_NUMBER", nil, old, start, end, false), ranked("ROW_NUMBER", nil, rows, start, end, false), out)
+		return
+	}
+	hi := max(len(old), len(rows))
+	if end > 0 {
+		hi = min(hi, end)
+	}
+	for i := start - 1; i < hi; i++ {
+		o, n := i < len(old), i < len(rows)
+		switch {
+		case o && n:
+			if !sameValues(old[i].Values, rows[i].Values) {
+				out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: withNumber(old[i].Values, i+1, true)})
+				out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: withNumber(rows[i].Values, i+1, true)})
+			}
+		case n:
+			out.Collect(types.Row{Kind: changelog.Insert, Values: withNumber(rows[i].Values, i+1, true)})
+		case o:
+			out.Collect(types.Row{Kind: changelog.Delete, Values: withNumber(old[i].Values, i+1, true)})
+		}
+	}
+}
+
+func buildDeduplicate(b *builder, n *planner.Deduplicate) (clink.Stream[types.Row], error) {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return in, err
+	}
+	col, keepLast, uid := n.OrderCol, n.KeepLast, n.UID()
+	order := []planner.SortKey{{Col: col, NullsFirst: true}}
+	fn := func(ctx *clink.KeyedContext[string, types.Row], r types.Row, out *clink.Collector[types.Row]) error {
+		if !r.Kind.IsAccumulate() {
+			return fmt.Errorf("operator %s: deduplication of insert-only input got %s", uid, r)
+		}
+		kept, had := ctx.Value()
+		row := types.Row{Kind: changelog.Insert, Values: r.Values}
+		if !had {
+			ctx.SetValue(row)
+			out.Collect(row)
+			return nil
+		}
+		c := compareRows(order, r.Values, kept.Values)
+		if keepLast && c < 0 || !keepLast && c >= 0 {
+			return nil
+		}
+		ctx.SetValue(row)
+		out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: kept.Values})
+		out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: r.Values})
+		return nil
+	}
+	return clink.Process(clink.KeyBy(in, partitionKey(n.Keys)), uid, fn), nil
+}
+
+func buildWindowRank(b *builder, n *planner.WindowRank) (clink.Stream[types.Row], error) {
+	in, err := b.stream(n.Input)
+	if err != nil {
+		return in, err
+	}
+	keys, outRank, endCol, typ := n.OrderBy, n.OutputRank, n.WindowEnd, n.RankType
+	start, end := int(n.RankStart), int(n.RankEnd)
+	// The last row of equal ones wins a window deduplication that keeps
+	// the last row.
+	tiesFirst := n.Dedup && keys[0].Desc
+	f := clink.KeyedProcessFunction[string, types.Row, rankState, types.Row]{
+		ProcessElement: func(ctx *clink.KeyedContext[string, rankState], r types.Row, out *clink.Collector[types.Row]) error {
+			we := r.Values[endCol]
+			if we.IsNull() || !r.Kind.IsAccumulate() {
+				return nil
+			}
+			fire := we.EpochMillis() - 1
+			if fire <= ctx.CurrentWatermark() {
+				// The window was emitted: a late row is dropped, as in
+				// Flink's window Top-N.
+				return nil
+			}
+			st, had := ctx.Value()
+			if !had {
+				ctx.RegisterEventTimeTimer(fire)
+			}
+			i := insertAt(keys, st.Rows, r.Values, tiesFirst)
+			if end > 0 && i >= end && typ == "ROW_NUMBER" {
+				return nil
+			}
+			rows := slices.Insert(slices.Clone(st.Rows), i, types.Row{Kind: changelog.Insert, Values: r.Values})
+			ctx.SetValue(rankState{Rows: truncate(typ, keys, rows, end)})
+			return nil
+		},
+		OnTimer: func(ctx *clink.KeyedContext[string, rankState], ts int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
+			st, _ := ctx.Value()
+			for _, v := range ranked(typ, keys, st.Rows, start, end, outRank) {
+				out.Collect(types.Row{Kind: changelog.Insert, Values: v})
+			}
+			ctx.Clear()
+			return nil
+		},
+	}
+	return clink.KeyedProcess(clink.KeyBy(in, partitionKey(n.PartitionBy)), n.UID(), f), nil
+}
