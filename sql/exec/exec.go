@@ -12,8 +12,9 @@
 //	WindowTableFunction clink.FlatMap: a row per window with its bounds
 //	WindowAggregate    clink.KeyBy on the encoded group key + clink.Aggregate
 //	                   (event-time windows), accumulators encoded per window
-//	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
-//	                   (filesystem: two-phase commit, exactly once)
+//	Sink               clink.SinkTo (print, blackhole, postgres upsert behind a
+//	                   hash exchange on the key); clink.CommitTo (filesystem,
+//	                   postgres XA: two-phase commit, exactly once)
 //
 // Plan nodes with the same uid (a sub-plan two INSERTs share) are built
 // once and their stream is read by both consumers.
