@@ -46,14 +46,14 @@ func runCrashChild(t *testing.T, script string) {
 
 // crashCommand returns the harness's command: this binary running the
 // child test, with rate for every run until kills runs were killed and
-// no rate limit (0) for the last, so that it finishes fast.
-func crashCommand(child, ckpt string, kills int, rate string, env ...string) func(string) *exec.Cmd {
+// lastRate (0: no limit) for the last, so that it finishes fast.
+func crashCommand(child, ckpt string, kills int, rate, lastRate string, env ...string) func(string) *exec.Cmd {
 	runs := 0
 	return func(restore string) *exec.Cmd {
 		runs++
 		r := rate
 		if runs > kills {
-			r = "0"
+			r = lastRate
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashCkptEnv+"="+ckpt, crashRestoreEnv+"="+restore, crashRateEnv+"="+r)
@@ -73,7 +73,11 @@ const (
 	windowCrashEvents = 30_000
 	windowCrashFiles  = 4
 	windowCrashKills  = 24
-	windowCrashRate   = "2500" // rows per second over both source subtasks, until the last run
+	windowCrashRate   = "2000" // rows per second over both source subtasks, until the last run
+	// windowCrashLastRate paces the last run too: the periodic watermark
+	// (every 200 ms) then keeps up with the input, so the window operator
+	// holds a few open windows per key, not every window of the input.
+	windowCrashLastRate = "25000"
 )
 
 // TestSQLCrashWindowJobProcess is the job process of
@@ -95,7 +99,7 @@ func TestSQLCrashWindowExactlyOnce(t *testing.T) {
 		t.Skip("crash test runs subprocesses for several seconds")
 	}
 	in, out, ckpt := t.TempDir(), t.TempDir(), t.TempDir()
-	eventFiles(t, in, windowCrashFiles, windowCrashEvents)
+	eventFiles(t, in, windowCrashFiles, 2, windowCrashEvents)
 	h := &crashtest.Harness{
 		CheckpointDir: ckpt,
 		Kills:         windowCrashKills,
@@ -104,7 +108,7 @@ func TestSQLCrashWindowExactlyOnce(t *testing.T) {
 		Seed:          20261129,
 		Deadline:      2 * time.Minute,
 		Faults:        crashFaults,
-		Command: crashCommand("TestSQLCrashWindowJobProcess", ckpt, windowCrashKills, windowCrashRate,
+		Command: crashCommand("TestSQLCrashWindowJobProcess", ckpt, windowCrashKills, windowCrashRate, windowCrashLastRate,
 			crashInEnv+"="+in, crashOutEnv+"="+out),
 	}
 	start := time.Now()
@@ -230,7 +234,7 @@ func TestSQLCrashUpsertConverges(t *testing.T) {
 		Seed:          20261130,
 		Deadline:      2 * time.Minute,
 		Faults:        []string{"checkpoint.after-marker"},
-		Command:       crashCommand("TestSQLCrashUpsertJobProcess", ckpt, upsertCrashKills, upsertCrashRate, crashOutEnv+"=postgres"),
+		Command:       crashCommand("TestSQLCrashUpsertJobProcess", ckpt, upsertCrashKills, upsertCrashRate, "0", crashOutEnv+"=postgres"),
 	}
 	start := time.Now()
 	res, err := h.Run(context.Background())

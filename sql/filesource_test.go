@@ -205,15 +205,23 @@ INSERT INTO p SELECT * FROM src;`)
 	}
 }
 
-// eventFiles writes n events "id,k,ts" over files files: file f holds the
-// ids of the f-th contiguous range, one event per 100 ms of event time,
-// so that every subtask reads its files in event-time order.
-func eventFiles(t *testing.T, dir string, files, n int) {
+// eventFiles writes n events "id,k,ts", one per 100 ms of event time,
+// into files files for a job of parallelism par (files a multiple of par):
+// the source deals file f to subtask f mod par, so file f holds the ids
+// id = f mod par (mod par) of the (f / par)-th contiguous range. Every
+// subtask then reads its events in event-time order, and all subtasks go
+// through event time side by side, as a window job wants.
+func eventFiles(t *testing.T, dir string, files, par, n int) {
 	t.Helper()
-	per := n / files
+	blocks := files / par
+	per := (n + blocks - 1) / blocks
 	for f := 0; f < files; f++ {
 		var b strings.Builder
-		for id := f * per; id < (f+1)*per; id++ {
+		block, lane := f/par, f%par
+		for id := block * per; id < min((block+1)*per, n); id++ {
+			if id%par != lane {
+				continue
+			}
 			ts := time.UnixMilli(int64(id) * 100).UTC().Format("2006-01-02 15:04:05.000")
 			fmt.Fprintf(&b, "%d,k%d,%s\n", id, id%3, ts)
 		}
@@ -267,7 +275,7 @@ GROUP BY window_start, window_end, k;
 func TestFilesystemSourceWindowRestore(t *testing.T) {
 	in, out, ckpt := t.TempDir(), t.TempDir(), t.TempDir()
 	const n = 3000
-	eventFiles(t, in, 4, n)
+	eventFiles(t, in, 4, 2, n)
 	script := windowJob(in, out, ", 'source.rows-per-second' = '3000'")
 	// Stop the first run once it committed its first windows: at 3000
 	// rows per second it is then far from done.
