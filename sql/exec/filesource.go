@@ -237,7 +237,15 @@ func parseField(s string, c catalog.Column, field int) (types.Value, error) {
 		}
 		return types.Null, fail(nil)
 	case k.IsInteger():
-		bits := map[types.Kind]int{types.KindTinyInt: 8, types.KindSmallInt: 16, types.KindInt: 32, types.KindBigInt: 64}[k]
+		bits := 64
+		switch k {
+		case types.KindTinyInt:
+			bits = 8
+		case types.KindSmallInt:
+			bits = 16
+		case types.KindInt:
+			bits = 32
+		}
 		i, err := strconv.ParseInt(s, 10, bits)
 		if err != nil {
 			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
