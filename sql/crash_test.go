@@ -36,10 +36,12 @@ func runCrashChild(t *testing.T, script string) {
 	job, err := sql.Prepare(script, sql.Options{
 		Parallelism: 2, CheckpointDir: os.Getenv(crashCkptEnv), Restore: os.Getenv(crashRestoreEnv),
 	})
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		err = job.Run(context.Background())
 	}
-	if err := job.Run(context.Background()); err != nil {
+	if err != nil {
+		// The harness shows the child's stderr, not its test output.
+		fmt.Fprintln(os.Stderr, "job failed:", err)
 		t.Fatal(err)
 	}
 }

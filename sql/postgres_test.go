@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -101,9 +102,21 @@ func pgPrepared(t testing.TB) bool {
 	return n > 0
 }
 
-// jdbcURL is pgURL in the form Flink's JDBC connector takes.
+// jdbcURL is pgURL in the form Flink's JDBC connector takes: the
+// credentials go into the user and password parameters.
 func jdbcURL() string {
-	return "jdbc:postgresql://" + strings.TrimPrefix(strings.TrimPrefix(pgURL(), "postgres://"), "postgres@")
+	u, err := url.Parse(pgURL())
+	if err != nil {
+		panic(err)
+	}
+	q := u.Query()
+	if u.User != nil {
+		q.Set("user", u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			q.Set("password", p)
+		}
+	}
+	return "jdbc:postgresql://" + u.Host + u.Path + "?" + q.Encode()
 }
 
 // TestPostgresUpsertAggregateOfAggregate writes an updating query into a
