@@ -24,6 +24,9 @@ type Source[T any] struct {
 	pattern string
 	format  Format
 	codec   codec[T]
+	// records is set for a source made by NewRecordSource: the caller's
+	// framing and decoder instead of codec.
+	records *RecordFormat[T]
 
 	// The listing that every fresh subtask deals from: made by the first
 	// one to open, so that all subtasks of the job see the same files
@@ -52,21 +55,66 @@ type Source[T any] struct {
 // a checkpoint must still exist, at least as long as they were, when the job
 // is restored.
 func NewSource[T any](path string, format Format) (*Source[T], error) {
-	if path == "" {
-		return nil, errors.New("file source: the path is empty")
-	}
-	abs, err := filepath.Abs(path)
+	abs, err := sourcePattern(path)
 	if err != nil {
-		return nil, fmt.Errorf("file source %s: making the path absolute: %w", path, err)
-	}
-	if _, err := filepath.Match(filepath.Base(abs), ""); err != nil {
-		return nil, fmt.Errorf("file source %s: bad pattern: %w", path, err)
+		return nil, err
 	}
 	c, err := newCodec[T](format)
 	if err != nil {
 		return nil, fmt.Errorf("file source %s: %w", path, err)
 	}
 	return &Source[T]{pattern: abs, format: format, codec: c}, nil
+}
+
+// RecordFormat describes records that the caller decodes itself (see
+// NewRecordSource): how records are framed in a file, and the decoder.
+type RecordFormat[T any] struct {
+	// Quote is the character that opens and closes a quoted csv field, in
+	// which a line break does not end the record; 0 when every line is one
+	// record.
+	Quote byte
+	// Escape, when not 0, makes the character after it inside a quoted
+	// field part of the field, so that an escaped quote does not close it.
+	Escape byte
+	// SkipBlank leaves out lines that hold only white space.
+	SkipBlank bool
+	// Decode decodes one record, given without its line terminator; rec
+	// is only valid during the call. skip leaves the record out (a
+	// comment, or a malformed record the caller chose to ignore). An error
+	// fails the job; the source prefixes it with the file and line.
+	Decode func(rec []byte) (v T, skip bool, err error)
+}
+
+// NewRecordSource is NewSource for records in a format of the caller's:
+// the source frames records as f says and hands each to f.Decode. Listing,
+// dealing, offsets and restores are NewSource's.
+func NewRecordSource[T any](path string, f RecordFormat[T]) (*Source[T], error) {
+	if f.Decode == nil {
+		return nil, fmt.Errorf("file source %s: no Decode function given", path)
+	}
+	if f.Quote != 0 && f.Quote == f.Escape {
+		return nil, fmt.Errorf("file source %s: the quote and escape characters are both %q", path, f.Quote)
+	}
+	abs, err := sourcePattern(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Source[T]{pattern: abs, records: &f}, nil
+}
+
+// sourcePattern checks a source's path and makes it absolute.
+func sourcePattern(path string) (string, error) {
+	if path == "" {
+		return "", errors.New("file source: the path is empty")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("file source %s: making the path absolute: %w", path, err)
+	}
+	if _, err := filepath.Match(filepath.Base(abs), ""); err != nil {
+		return "", fmt.Errorf("file source %s: bad pattern: %w", path, err)
+	}
+	return abs, nil
 }
 
 // filePos is the read position in one file: the byte offset and line
@@ -215,25 +263,42 @@ func (s *Source[T]) Open(ctx connector.SourceContext, offset []byte, rescaled []
 			return nil, fmt.Errorf("file source: restoring %s at byte %d (line %d): the file has only %d bytes", f.Path, f.Offset, f.Line, fi.Size())
 		}
 	}
-	r := &sourceReader[T]{codec: s.codec, files: files, skipBlank: true}
-	if c, ok := s.codec.(*csvCodec[T]); ok {
-		r.csv, r.skipBlank = true, !c.strings
+	r := &sourceReader[T]{files: files}
+	switch c := s.codec.(type) {
+	case nil:
+		r.decode = s.records.Decode
+		r.quote, r.escape, r.skipBlank = s.records.Quote, s.records.Escape, s.records.SkipBlank
+	case *csvCodec[T]:
+		r.decode = decodeWith(c)
+		r.quote, r.skipBlank = '"', !c.strings
+	default:
+		r.decode = decodeWith(c)
+		r.skipBlank = true
 	}
 	return r, nil
 }
 
+func decodeWith[T any](c codec[T]) func([]byte) (T, bool, error) {
+	return func(rec []byte) (T, bool, error) {
+		v, err := c.decode(rec)
+		return v, false, err
+	}
+}
+
 // sourceReader reads one subtask's files in order.
 type sourceReader[T any] struct {
-	codec codec[T]
-	files []filePos
-	cur   int
-	f     *os.File
-	r     *bufio.Reader
-	// csv is set when records may span lines (quoted line breaks);
-	// skipBlank when a blank line cannot be a record (json, and csv into
-	// a struct).
-	csv, skipBlank bool
-	rec            []byte
+	decode func(rec []byte) (T, bool, error)
+	files  []filePos
+	cur    int
+	f      *os.File
+	r      *bufio.Reader
+	// quote is the quote character of csv, whose quoted fields may span
+	// lines (0: a record is a line), and escape the character that
+	// escapes one inside a quoted field; skipBlank is set when a blank
+	// line cannot be a record (json, and csv into a struct).
+	quote, escape byte
+	skipBlank     bool
+	rec           []byte
 }
 
 // Read implements connector.SourceReader.
@@ -265,16 +330,18 @@ func (r *sourceReader[T]) Read(n int, emit func(v T, ts int64) error) (connector
 			pos.Line += lines
 			continue
 		}
-		v, err := r.codec.decode(rec)
+		v, skip, err := r.decode(rec)
 		if err != nil {
 			return connector.More, fmt.Errorf("%s:%d: %w", pos.Path, pos.Line, err)
 		}
-		if err := emit(v, connector.NoTimestamp); err != nil {
-			return connector.More, err
+		if !skip {
+			if err := emit(v, connector.NoTimestamp); err != nil {
+				return connector.More, err
+			}
+			i++
 		}
 		pos.Offset += size
 		pos.Line += lines
-		i++
 	}
 	return connector.More, nil
 }
@@ -305,15 +372,13 @@ func (r *sourceReader[T]) openFile(pos *filePos) error {
 // while a quoted field is open.
 func (r *sourceReader[T]) next() (rec []byte, size, lines int64, err error) {
 	r.rec = r.rec[:0]
-	quotes := 0
+	var q quoteState
 	for {
 		chunk, err := r.r.ReadSlice('\n')
 		r.rec = append(r.rec, chunk...)
 		size += int64(len(chunk))
 		if errors.Is(err, bufio.ErrBufferFull) {
-			if r.csv {
-				quotes += bytes.Count(chunk, []byte{'"'})
-			}
+			q.scan(chunk, r.quote, r.escape)
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -323,11 +388,8 @@ func (r *sourceReader[T]) next() (rec []byte, size, lines int64, err error) {
 			lines++
 		}
 		eof := err != nil
-		if r.csv {
-			quotes += bytes.Count(chunk, []byte{'"'})
-			if quotes%2 == 1 && !eof {
-				continue // a quoted field holds a line break
-			}
+		if q.scan(chunk, r.quote, r.escape); q.open && !eof {
+			continue // a quoted field holds a line break
 		}
 		rec = r.rec
 		if n := len(rec); n > 0 && rec[n-1] == '\n' {
@@ -337,6 +399,37 @@ func (r *sourceReader[T]) next() (rec []byte, size, lines int64, err error) {
 			}
 		}
 		return rec, size, lines, nil
+	}
+}
+
+// quoteState follows whether a quoted csv field is open across the
+// chunks of a record.
+type quoteState struct {
+	open    bool
+	escaped bool // the last byte scanned was the escape character
+}
+
+// scan advances the state over chunk. A doubled quote closes and reopens
+// the field, which leaves it open, as RFC 4180 wants.
+func (q *quoteState) scan(chunk []byte, quote, escape byte) {
+	if quote == 0 {
+		return
+	}
+	if escape == 0 {
+		if bytes.Count(chunk, []byte{quote})%2 == 1 {
+			q.open = !q.open
+		}
+		return
+	}
+	for _, c := range chunk {
+		switch {
+		case q.escaped:
+			q.escaped = false
+		case c == escape && q.open:
+			q.escaped = true
+		case c == quote:
+			q.open = !q.open
+		}
 	}
 }
 

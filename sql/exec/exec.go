@@ -2,7 +2,9 @@
 // job: every plan node becomes operators of the root clink API over
 // types.Row, named by the node's uid.
 //
-//	TableSourceScan    clink.FromGenerator (datagen), one source per scan
+//	TableSourceScan    clink.FromGenerator (datagen), clink.FromSource
+//	                   (filesystem: connectors/filesystem's file source), one
+//	                   source per scan
 //	Calc               clink.FlatMap: chained into the task of its input
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
@@ -18,8 +20,9 @@
 //	WindowRank         clink.KeyBy + clink.KeyedProcess: rows per window and
 //	                   partition, emitted by an event-time timer at the window end
 //	Union              clink.Union
-//	Sink               clink.SinkTo (print, blackhole); clink.CommitTo
-//	                   (filesystem: two-phase commit, exactly once)
+//	Sink               clink.SinkTo (print, blackhole, postgres upsert behind a
+//	                   hash exchange on the key); clink.CommitTo (filesystem,
+//	                   postgres XA: two-phase commit, exactly once)
 //
 // Plan nodes with the same uid (a sub-plan two INSERTs share) are built
 // once and their stream is read by both consumers.
@@ -96,7 +99,7 @@ func Connectors() []*catalog.Connector {
 			},
 		},
 		{Name: "blackhole", Sink: true, Updates: true, Options: map[string]string{}},
-		filesystemConnector(),
+		withFileSource(filesystemConnector()),
 	}
 	for _, c := range registered {
 		cs = append(cs, c.desc)
@@ -249,6 +252,8 @@ func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
 			s = s.SetParallelism(par)
 		}
 		return s, nil
+	case "filesystem":
+		return b.fileSource(n)
 	}
 	if c, ok := lookupConnector(t.Connector.Name); ok && c.scan != nil {
 		return c.scan(b, n)

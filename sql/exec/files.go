@@ -105,8 +105,8 @@ func fileSinkConfig(t *catalog.Table) (fileSinkSettings, error) {
 		if d == `\t` {
 			d = "\t"
 		}
-		if len(d) != 1 || d[0] == '"' || d[0] == '\n' || d[0] == '\r' {
-			return c, bad("csv.field-delimiter", "must be one character other than a quote or a line break, got '%s'", v)
+		if len(d) != 1 || d[0] >= 0x80 || d[0] == '"' || d[0] == '\n' || d[0] == '\r' {
+			return c, bad("csv.field-delimiter", "must be one ASCII character other than a quote or a line break, got '%s'", v)
 		}
 		c.sink.CSVDelimiter = d[0]
 	}
