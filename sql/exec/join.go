@@ -1,0 +1,416 @@
+package exec
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/planner"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// The join nodes:
+//
+//	Join          clink.Connect of both inputs keyed by the encoded join
+//	              key + clink.CoProcess; both sides' rows with their counts
+//	              in the key's value state
+//	IntervalJoin  clink.IntervalJoin on the encoded join key, rows
+//	              re-stamped with their rowtime column
+//	WindowJoin    clink.Union of both inputs (tagged with their side) keyed
+//	              by join key and window + clink.KeyedProcess with an
+//	              event-time timer at the window's end
+func init() {
+	registerNode(func(b *builder, n *planner.Join) (clink.Stream[types.Row], error) { return b.join(n) })
+	registerNode(func(b *builder, n *planner.IntervalJoin) (clink.Stream[types.Row], error) { return b.intervalJoin(n) })
+	registerNode(func(b *builder, n *planner.WindowJoin) (clink.Stream[types.Row], error) { return b.windowJoin(n) })
+}
+
+// joinKeyOf returns the function that encodes the join key of a row of
+// one side (left or not), each value in the type both sides compare it in.
+// A key that cannot be converted is encoded behind a tag no converted key
+// has, so it matches nothing.
+func joinKeyOf(keys []planner.JoinKey, left bool) func(types.Row) string {
+	return func(r types.Row) string {
+		var k []byte
+		for _, key := range keys {
+			col, cast := key.Right, key.RightCast
+			if left {
+				col, cast = key.Left, key.LeftCast
+			}
+			v := r.Values[col]
+			if cast != nil {
+				c, err := cast.Eval(r.Values)
+				if err != nil {
+					k = types.AppendKey(append(k, 0xff), v)
+					continue
+				}
+				v = c
+			}
+			k = types.AppendKey(k, v)
+		}
+		return string(k)
+	}
+}
+
+// nullKey reports a row whose join key has a NULL: it equals nothing.
+func nullKey(keys []planner.JoinKey, left bool, r types.Row) bool {
+	for _, key := range keys {
+		col := key.Right
+		if left {
+			col = key.Left
+		}
+		if r.Values[col].IsNull() {
+			return true
+		}
+	}
+	return false
+}
+
+// joinRow is a row of one side of a regular join with its multiplicity.
+type joinRow struct {
+	Row   types.Row
+	Count int64
+	// Assoc counts the other side's rows this one joins with (with their
+	// multiplicities); kept for a side whose unmatched rows are padded.
+	Assoc int64
+}
+
+// joinState is one join key's rows of both sides. It is replaced, never
+// changed in place: the state backend may hold the old one in a
+// checkpoint.
+type joinState struct {
+	Left, Right []joinRow
+}
+
+// regularJoin is the logic of a Join node, Flink's StreamingJoinOperator
+// without state TTL.
+type regularJoin struct {
+	n      *planner.Join
+	uid    string
+	nl, nr int
+	// nullsL and nullsR pad a row of the other side.
+	nullsL, nullsR []types.Value
+}
+
+func nullsOf(fs []types.Field) []types.Value {
+	vs := make([]types.Value, len(fs))
+	for i, f := range fs {
+		vs[i] = types.NullOf(f.Type.Kind)
+	}
+	return vs
+}
+
+// joined lays a row of each side out as the join's output.
+func (j *regularJoin) joined(kind changelog.RowKind, l, r []types.Value) types.Row {
+	vals := make([]types.Value, 0, j.nl+j.nr)
+	return types.Row{Kind: kind, Values: append(append(vals, l...), r...)}
+}
+
+// matches reports whether the condition holds for a pair of rows.
+func (j *regularJoin) matches(l, r []types.Value) (bool, error) {
+	if j.n.Condition == nil {
+		return true, nil
+	}
+	row := j.joined(changelog.Insert, l, r)
+	v, err := j.n.Condition.Eval(row.Values)
+	if err != nil {
+		return false, fmt.Errorf("operator %s: evaluating %s on %s: %w", j.uid, j.n.Text, row, err)
+	}
+	return !v.IsNull() && v.Bool(), nil
+}
+
+// process handles a row of one side (left or not): Flink's rules for
+// each kind of row and each side's outerness.
+func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
+	st, _ := ctx.Value()
+	mine, other := st.Left, st.Right
+	mineOuter, otherOuter := j.n.Type.LeftOuter(), j.n.Type.RightOuter()
+	if !left {
+		mine, other = st.Right, st.Left
+		mineOuter, otherOuter = otherOuter, mineOuter
+	}
+	// pair lays out this side's values and the other side's.
+	pair := func(kind changelog.RowKind, mv, ov []types.Value) types.Row {
+		if left {
+			return j.joined(kind, mv, ov)
+		}
+		return j.joined(kind, ov, mv)
+	}
+	padMine := func(kind changelog.RowKind, mv []types.Value) types.Row {
+		if left {
+			return j.joined(kind, mv, j.nullsR)
+		}
+		return j.joined(kind, j.nullsL, mv)
+	}
+	padOther := func(kind changelog.RowKind, ov []types.Value) types.Row {
+		if left {
+			return j.joined(kind, j.nullsL, ov)
+		}
+		return j.joined(kind, ov, j.nullsR)
+	}
+	var matched []int
+	var n int64
+	if !nullKey(j.n.Keys, left, r) {
+		for i, o := range other {
+			var ok bool
+			var err error
+			if left {
+				ok, err = j.matches(r.Values, o.Row.Values)
+			} else {
+				ok, err = j.matches(o.Row.Values, r.Values)
+			}
+			if err != nil {
+				return err
+			}
+			if ok {
+				matched = append(matched, i)
+				n += o.Count
+			}
+		}
+	}
+	at := -1
+	for i, m := range mine {
+		if len(m.Row.Values) == len(r.Values) && sameValues(m.Row.Values, r.Values) {
+			at = i
+			break
+		}
+	}
+	if r.Kind.IsAccumulate() {
+		if mineOuter && n == 0 {
+			out.Collect(padMine(changelog.Insert, r.Values))
+		}
+		if otherOuter && n > 0 {
+			other = append([]joinRow(nil), other...)
+			for _, i := range matched {
+				if other[i].Assoc == 0 {
+					for range other[i].Count {
+						out.Collect(padOther(changelog.Delete, other[i].Row.Values))
+					}
+				}
+				other[i].Assoc++
+			}
+		}
+		kind := changelog.Insert
+		if !mineOuter && !otherOuter {
+			kind = r.Kind
+		}
+		for _, i := range matched {
+			for range other[i].Count {
+				out.Collect(pair(kind, r.Values, other[i].Row.Values))
+			}
+		}
+		mine = append([]joinRow(nil), mine...)
+		if at >= 0 {
+			mine[at].Count++
+			mine[at].Assoc = n
+		} else {
+			mine = append(mine, joinRow{Row: types.Row{Values: r.Values}, Count: 1, Assoc: n})
+		}
+	} else {
+		if at < 0 {
+			// A retraction of a row this side does not hold (its +I was
+			// filtered out upstream): there is nothing to retract.
+			return nil
+		}
+		mine = append([]joinRow(nil), mine...)
+		if mine[at].Count--; mine[at].Count == 0 {
+			mine = append(mine[:at], mine[at+1:]...)
+		}
+		if n == 0 {
+			if mineOuter {
+				out.Collect(padMine(changelog.Delete, r.Values))
+			}
+		} else {
+			kind := r.Kind
+			if mineOuter {
+				kind = changelog.Delete
+			}
+			for _, i := range matched {
+				for range other[i].Count {
+					out.Collect(pair(kind, r.Values, other[i].Row.Values))
+				}
+			}
+			if otherOuter {
+				other = append([]joinRow(nil), other...)
+				for _, i := range matched {
+					if other[i].Assoc == 1 {
+						for range other[i].Count {
+							out.Collect(padOther(changelog.Insert, other[i].Row.Values))
+						}
+					}
+					other[i].Assoc--
+				}
+			}
+		}
+	}
+	if left {
+		st = joinState{Left: mine, Right: other}
+	} else {
+		st = joinState{Left: other, Right: mine}
+	}
+	if len(st.Left) == 0 && len(st.Right) == 0 {
+		ctx.Clear()
+	} else {
+		ctx.SetValue(st)
+	}
+	return nil
+}
+
+func (b *builder) join(n *planner.Join) (clink.Stream[types.Row], error) {
+	l, err := b.stream(n.Left)
+	if err != nil {
+		return l, err
+	}
+	r, err := b.stream(n.Right)
+	if err != nil {
+		return r, err
+	}
+	j := &regularJoin{n: n, uid: n.UID(), nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
+		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
+	cs := clink.Connect(clink.KeyBy(l, joinKeyOf(n.Keys, true)), clink.KeyBy(r, joinKeyOf(n.Keys, false)))
+	return clink.CoProcess(cs, n.UID(),
+		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return j.process(ctx, row, out, true)
+		},
+		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return j.process(ctx, row, out, false)
+		}), nil
+}
+
+// byRowtime stamps each row with its rowtime column, dropping rows
+// without one (they meet no time bound).
+func byRowtime(s clink.Stream[types.Row], name string, col int) clink.Stream[types.Row] {
+	return clink.FlatMap(s, name, func(r types.Row, out *clink.Collector[types.Row]) error {
+		if v := r.Values[col]; !v.IsNull() {
+			out.CollectWithTimestamp(r, v.EpochMillis())
+		}
+		return nil
+	})
+}
+
+func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row], error) {
+	l, err := b.stream(n.Left)
+	if err != nil {
+		return l, err
+	}
+	r, err := b.stream(n.Right)
+	if err != nil {
+		return r, err
+	}
+	uid := n.UID()
+	l = byRowtime(l, uid+".left", n.LeftTime)
+	r = byRowtime(r, uid+".right", n.RightTime)
+	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: len(n.Left.Fields()), nr: len(n.Right.Fields())}
+	keys := n.Keys
+	// clink.IntervalJoin bounds right - left; the plan bounds left - right.
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return clink.IntervalJoin(clink.KeyBy(l, joinKeyOf(keys, true)), clink.KeyBy(r, joinKeyOf(keys, false)), uid,
+		ms(-n.UpperMs), ms(-n.LowerMs), func(a, c types.Row, out *clink.Collector[types.Row]) error {
+			if nullKey(keys, true, a) || nullKey(keys, false, c) {
+				return nil
+			}
+			ok, err := j.matches(a.Values, c.Values)
+			if err != nil || !ok {
+				return err
+			}
+			out.Collect(j.joined(changelog.Insert, a.Values, c.Values))
+			return nil
+		}), nil
+}
+
+// windowSides is one join key's and window's rows of a window join.
+type windowSides struct {
+	Left, Right []types.Row
+}
+
+func (b *builder) windowJoin(n *planner.WindowJoin) (clink.Stream[types.Row], error) {
+	l, err := b.stream(n.Left)
+	if err != nil {
+		return l, err
+	}
+	r, err := b.stream(n.Right)
+	if err != nil {
+		return r, err
+	}
+	uid := n.UID()
+	nl, nr := len(n.Left.Fields()), len(n.Right.Fields())
+	// Each row gets its side as a last BOOLEAN column (true: left), so
+	// that both inputs can share one keyed operator with timers.
+	tag := func(s clink.Stream[types.Row], name string, left bool) clink.Stream[types.Row] {
+		return clink.Map(s, name, func(r types.Row) types.Row {
+			vals := append(append(make([]types.Value, 0, len(r.Values)+1), r.Values...), types.Bool(left))
+			return types.Row{Kind: r.Kind, Values: vals}
+		})
+	}
+	u := clink.Union(uid+".union", tag(l, uid+".left", true), tag(r, uid+".right", false))
+	keyL, keyR := joinKeyOf(n.Keys, true), joinKeyOf(n.Keys, false)
+	isLeft := func(r types.Row) bool { return r.Values[len(r.Values)-1].Bool() }
+	key := func(r types.Row) string {
+		if isLeft(r) {
+			return keyL(r)
+		}
+		return keyR(r)
+	}
+	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: nl, nr: nr,
+		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
+	keys, typ := n.Keys, n.Type
+	leftEnd, rightEnd := n.LeftEnd, n.RightEnd
+	return clink.KeyedProcess(clink.KeyBy(u, key), uid, clink.KeyedProcessFunction[string, types.Row, windowSides, types.Row]{
+		ProcessElement: func(ctx *clink.KeyedContext[string, windowSides], r types.Row, out *clink.Collector[types.Row]) error {
+			left := isLeft(r)
+			end := r.Values[rightEnd]
+			if left {
+				end = r.Values[leftEnd]
+			}
+			fire := end.EpochMillis() - 1
+			if fire <= ctx.CurrentWatermark() {
+				return nil // the window has been joined already: late
+			}
+			st, _ := ctx.Value()
+			row := types.Row{Values: r.Values[:len(r.Values)-1]}
+			if left {
+				st.Left = append(st.Left[:len(st.Left):len(st.Left)], row)
+			} else {
+				st.Right = append(st.Right[:len(st.Right):len(st.Right)], row)
+			}
+			ctx.SetValue(st)
+			ctx.RegisterEventTimeTimer(fire)
+			return nil
+		},
+		OnTimer: func(ctx *clink.KeyedContext[string, windowSides], ts int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
+			st, ok := ctx.Value()
+			if !ok {
+				return nil
+			}
+			ctx.Clear()
+			matchedR := make([]bool, len(st.Right))
+			for _, a := range st.Left {
+				found := false
+				if !nullKey(keys, true, a) {
+					for i, c := range st.Right {
+						ok, err := j.matches(a.Values, c.Values)
+						if err != nil {
+							return err
+						}
+						if ok {
+							found, matchedR[i] = true, true
+							out.Collect(j.joined(changelog.Insert, a.Values, c.Values))
+						}
+					}
+				}
+				if !found && typ.LeftOuter() {
+					out.Collect(j.joined(changelog.Insert, a.Values, j.nullsR))
+				}
+			}
+			if typ.RightOuter() {
+				for i, c := range st.Right {
+					if !matchedR[i] {
+						out.Collect(j.joined(changelog.Insert, j.nullsL, c.Values))
+					}
+				}
+			}
+			return nil
+		},
+	}), nil
+}
