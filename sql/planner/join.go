@@ -692,6 +692,12 @@ func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables
 		return nil, false, errorf(where.Position(), "an interval join needs at least one equality condition between columns of its two inputs besides the time bounds")
 	}
 	ij := &IntervalJoin{JoinSpec: spec, LeftTime: times[0], RightTime: times[1], LowerMs: lo, UpperMs: hi}
-	ij.rowtime = times[0]
+	// Flink keeps both rowtimes as time attributes and holds the output
+	// watermark back by the bounds, so that no joined row is late. The
+	// operator here forwards the watermark as it comes and stamps a
+	// joined row with the later of its two times, so neither column is a
+	// time attribute of the output: a window over it is refused rather
+	// than silently dropping rows.
+	ij.rowtime = -1
 	return ij, true, nil
 }
