@@ -169,13 +169,6 @@ func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r type
 			}
 		}
 	}
-	at := -1
-	for i, m := range mine {
-		if len(m.Row.Values) == len(r.Values) && sameValues(m.Row.Values, r.Values) {
-			at = i
-			break
-		}
-	}
 	if r.Kind.IsAccumulate() {
 		if mineOuter && n == 0 {
 			out.Collect(padMine(changelog.Insert, r.Values))
@@ -200,19 +193,25 @@ func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r type
 				out.Collect(pair(kind, r.Values, other[i].Row.Values))
 			}
 		}
-		mine = append([]joinRow(nil), mine...)
-		if at >= 0 {
-			mine[at].Count++
-			mine[at].Assoc = n
-		} else {
-			mine = append(mine, joinRow{Row: types.Row{Values: r.Values}, Count: 1, Assoc: n})
-		}
+		// Appending writes past the end of the slice the state holds, which
+		// a checkpoint may be encoding, and never into it; an equal row
+		// already held gets an entry of its own rather than a copy of the
+		// list to count it.
+		mine = append(mine, joinRow{Row: types.Row{Values: r.Values}, Count: 1, Assoc: n})
 	} else {
+		at := -1
+		for i, m := range mine {
+			if len(m.Row.Values) == len(r.Values) && sameValues(m.Row.Values, r.Values) {
+				at = i
+				break
+			}
+		}
 		if at < 0 {
 			// A retraction of a row this side does not hold (its +I was
 			// filtered out upstream): there is nothing to retract.
 			return nil
 		}
+		// A copy: the held list may be in a checkpoint.
 		mine = append([]joinRow(nil), mine...)
 		if mine[at].Count--; mine[at].Count == 0 {
 			mine = append(mine[:at], mine[at+1:]...)
@@ -369,10 +368,12 @@ func (b *builder) windowJoin(n *planner.WindowJoin) (clink.Stream[types.Row], er
 			}
 			st, _ := ctx.Value()
 			row := types.Row{Values: r.Values[:len(r.Values)-1]}
+			// Appending writes past the end of the list the state holds
+			// (which a checkpoint may be encoding), never into it.
 			if left {
-				st.Left = append(st.Left[:len(st.Left):len(st.Left)], row)
+				st.Left = append(st.Left, row)
 			} else {
-				st.Right = append(st.Right[:len(st.Right):len(st.Right)], row)
+				st.Right = append(st.Right, row)
 			}
 			ctx.SetValue(st)
 			ctx.RegisterEventTimeTimer(fire)
