@@ -16,7 +16,8 @@ import (
 //	              key + clink.CoProcess; both sides' rows with their counts
 //	              in the key's value state
 //	IntervalJoin  clink.IntervalJoin on the encoded join key, rows
-//	              re-stamped with their rowtime column
+//	              re-stamped with their rowtime column; an outer one like
+//	              WindowJoin, with a timer per row's last matching time
 //	WindowJoin    clink.Union of both inputs (tagged with their side) keyed
 //	              by join key and window + clink.KeyedProcess with an
 //	              event-time timer at the window's end
@@ -298,9 +299,13 @@ func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row]
 		return r, err
 	}
 	uid := n.UID()
-	l = byRowtime(l, uid+".left", n.LeftTime)
-	r = byRowtime(r, uid+".right", n.RightTime)
-	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: len(n.Left.Fields()), nr: len(n.Right.Fields())}
+	l = byRowtime(l, uid+".left_rowtime", n.LeftTime)
+	r = byRowtime(r, uid+".right_rowtime", n.RightTime)
+	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
+		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
+	if n.Type != planner.InnerJoin {
+		return outerIntervalJoin(n, j, l, r), nil
+	}
 	keys := n.Keys
 	// clink.IntervalJoin bounds right - left; the plan bounds left - right.
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
@@ -316,6 +321,141 @@ func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row]
 			out.Collect(j.joined(changelog.Insert, a.Values, c.Values))
 			return nil
 		}), nil
+}
+
+// timedRow is a row of an outer interval join: its rowtime, and whether
+// it has met a row of the other side.
+type timedRow struct {
+	Row     types.Row
+	Ts      int64
+	Matched bool
+}
+
+// intervalSides is one join key's rows of an outer interval join.
+type intervalSides struct {
+	Left, Right []timedRow
+}
+
+// tagSides unions both inputs of a join into one stream, each row with
+// its side as a last BOOLEAN column (true: left), so that both can share
+// one keyed operator with timers; key keys a row of either side.
+func tagSides(l, r clink.Stream[types.Row], uid string, keys []planner.JoinKey) (clink.KeyedStream[string, types.Row], func(types.Row) bool) {
+	tag := func(s clink.Stream[types.Row], name string, left bool) clink.Stream[types.Row] {
+		return clink.Map(s, name, func(r types.Row) types.Row {
+			vals := append(append(make([]types.Value, 0, len(r.Values)+1), r.Values...), types.Bool(left))
+			return types.Row{Kind: r.Kind, Values: vals}
+		})
+	}
+	u := clink.Union(uid+".union", tag(l, uid+".left", true), tag(r, uid+".right", false))
+	keyL, keyR := joinKeyOf(keys, true), joinKeyOf(keys, false)
+	isLeft := func(r types.Row) bool { return r.Values[len(r.Values)-1].Bool() }
+	return clink.KeyBy(u, func(r types.Row) string {
+		if isLeft(r) {
+			return keyL(r)
+		}
+		return keyR(r)
+	}), isLeft
+}
+
+// outerIntervalJoin runs a LEFT, RIGHT or FULL interval join: rows wait in
+// keyed state until the watermark passes the last time the other side can
+// match them (a left row at t until right rows at t - LowerMs, a right row
+// at t until left rows at t + UpperMs); then a row of an outer side that
+// met nothing is emitted padded. Rows behind the watermark are dropped,
+// as by the inner interval join.
+func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[types.Row]) clink.Stream[types.Row] {
+	uid := n.UID()
+	ks, isLeft := tagSides(l, r, uid, n.Keys)
+	keys, typ, lo, hi := n.Keys, n.Type, n.LowerMs, n.UpperMs
+	return clink.KeyedProcess(ks, uid, clink.KeyedProcessFunction[string, types.Row, intervalSides, types.Row]{
+		ProcessElement: func(ctx *clink.KeyedContext[string, intervalSides], r types.Row, out *clink.Collector[types.Row]) error {
+			ts := ctx.Timestamp()
+			if ts < ctx.CurrentWatermark() {
+				return nil // late
+			}
+			left := isLeft(r)
+			row := types.Row{Values: r.Values[:len(r.Values)-1]}
+			st, _ := ctx.Value()
+			mine, other := st.Left, st.Right
+			if !left {
+				mine, other = st.Right, st.Left
+			}
+			me := timedRow{Row: row, Ts: ts}
+			copied := false
+			if !nullKey(keys, left, row) {
+				for i, o := range other {
+					// left.ts - right.ts must lie in [lo, hi].
+					d := ts - o.Ts
+					if !left {
+						d = o.Ts - ts
+					}
+					if d < lo || d > hi {
+						continue
+					}
+					var a, c []types.Value = row.Values, o.Row.Values
+					if !left {
+						a, c = c, a
+					}
+					ok, err := j.matches(a, c)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						continue
+					}
+					me.Matched = true
+					if !o.Matched {
+						if !copied {
+							// The held list may be in a checkpoint.
+							other, copied = append([]timedRow(nil), other...), true
+						}
+						other[i].Matched = true
+					}
+					out.Collect(j.joined(changelog.Insert, a, c))
+				}
+			}
+			// Appending writes past the end of the held list, never into it.
+			mine = append(mine, me)
+			if left {
+				st = intervalSides{Left: mine, Right: other}
+				ctx.RegisterEventTimeTimer(ts - lo + 1)
+			} else {
+				st = intervalSides{Left: other, Right: mine}
+				ctx.RegisterEventTimeTimer(ts + hi + 1)
+			}
+			ctx.SetValue(st)
+			return nil
+		},
+		OnTimer: func(ctx *clink.KeyedContext[string, intervalSides], now int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
+			st, ok := ctx.Value()
+			if !ok {
+				return nil
+			}
+			var keepL, keepR []timedRow
+			for _, x := range st.Left {
+				switch {
+				case x.Ts-lo+1 > now:
+					keepL = append(keepL, x)
+				case !x.Matched && typ.LeftOuter():
+					out.Collect(j.joined(changelog.Insert, x.Row.Values, j.nullsR))
+				}
+			}
+			for _, x := range st.Right {
+				switch {
+				case x.Ts+hi+1 > now:
+					keepR = append(keepR, x)
+				case !x.Matched && typ.RightOuter():
+					out.Collect(j.joined(changelog.Insert, j.nullsL, x.Row.Values))
+				}
+			}
+			if len(keepL) == 0 && len(keepR) == 0 {
+				ctx.Clear()
+			} else {
+				ctx.SetValue(intervalSides{Left: keepL, Right: keepR})
+			}
+			return nil
+		},
+	})
 }
 
 // windowSides is one join key's and window's rows of a window join.
@@ -334,28 +474,12 @@ func (b *builder) windowJoin(n *planner.WindowJoin) (clink.Stream[types.Row], er
 	}
 	uid := n.UID()
 	nl, nr := len(n.Left.Fields()), len(n.Right.Fields())
-	// Each row gets its side as a last BOOLEAN column (true: left), so
-	// that both inputs can share one keyed operator with timers.
-	tag := func(s clink.Stream[types.Row], name string, left bool) clink.Stream[types.Row] {
-		return clink.Map(s, name, func(r types.Row) types.Row {
-			vals := append(append(make([]types.Value, 0, len(r.Values)+1), r.Values...), types.Bool(left))
-			return types.Row{Kind: r.Kind, Values: vals}
-		})
-	}
-	u := clink.Union(uid+".union", tag(l, uid+".left", true), tag(r, uid+".right", false))
-	keyL, keyR := joinKeyOf(n.Keys, true), joinKeyOf(n.Keys, false)
-	isLeft := func(r types.Row) bool { return r.Values[len(r.Values)-1].Bool() }
-	key := func(r types.Row) string {
-		if isLeft(r) {
-			return keyL(r)
-		}
-		return keyR(r)
-	}
+	ks, isLeft := tagSides(l, r, uid, n.Keys)
 	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: nl, nr: nr,
 		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
 	keys, typ := n.Keys, n.Type
 	leftEnd, rightEnd := n.LeftEnd, n.RightEnd
-	return clink.KeyedProcess(clink.KeyBy(u, key), uid, clink.KeyedProcessFunction[string, types.Row, windowSides, types.Row]{
+	return clink.KeyedProcess(ks, uid, clink.KeyedProcessFunction[string, types.Row, windowSides, types.Row]{
 		ProcessElement: func(ctx *clink.KeyedContext[string, windowSides], r types.Row, out *clink.Collector[types.Row]) error {
 			left := isLeft(r)
 			end := r.Values[rightEnd]

@@ -66,10 +66,11 @@ type Join struct {
 	JoinSpec
 }
 
-// IntervalJoin is an inner join of two insert-only inputs whose condition
+// IntervalJoin is a join of two insert-only inputs whose condition
 // bounds one side's rowtime by the other's: each side's rows are kept in
 // keyed state until the watermark passes the last time a row of the other
-// side can match them. Its output is insert-only.
+// side can match them; then an outer side's rows that matched nothing are
+// emitted padded with NULLs. Its output is insert-only.
 type IntervalJoin struct {
 	base
 	JoinSpec
@@ -683,9 +684,8 @@ func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables
 			}
 		}
 	}
-	if !hasLo || !hasHi || lo > hi || spec.Type != InnerJoin {
-		// An unbounded or empty time condition, or an outer join: a
-		// regular join (outer interval joins are not supported yet).
+	if !hasLo || !hasHi || lo > hi {
+		// An unbounded or empty time condition: a regular join.
 		return nil, false, nil
 	}
 	if len(spec.Keys) == 0 {
