@@ -157,6 +157,8 @@ func TestJoinDifferentialSQLite(t *testing.T) {
 		{"full", "(a BIGINT, b BIGINT, c BIGINT, d BIGINT)", "SELECT r.k, r.v, q.k, q.v FROM r FULL OUTER JOIN q ON r.k = q.k AND r.v < q.v - 30", "Join(joinType=[FullOuterJoin]"},
 		{"comma join with residual", "(a BIGINT, b STRING, c BIGINT)",
 			"SELECT r.k, r.s, r.v + q.v FROM r, q WHERE r.k = q.k AND r.s = q.s AND r.v + q.v > 10 AND q.v <> 0", "where=[r.k = q.k AND r.s = q.s AND r.v + q.v > 10]"},
+		{"null-safe key", "(a BIGINT, b BIGINT, c BIGINT)", "SELECT r.k, q.k, q.v FROM r JOIN q ON r.v IS NOT DISTINCT FROM q.v AND r.k < 3 AND q.k < 2",
+			"hash[v]"},
 		{"no equality", "(a BIGINT, b BIGINT)", "SELECT r.v, q.v FROM r JOIN q ON r.v = q.v + 1 AND r.k < 3", "Exchange(distribution=[single])"},
 		{"nested", "(a BIGINT, b BIGINT, c BIGINT)",
 			"SELECT r.v, q.v, r2.v FROM r JOIN q ON r.k = q.k JOIN r AS r2 ON r2.s = q.s AND r2.k = r.k WHERE r.v > 40", "hash[s, k]"},

@@ -48,20 +48,25 @@ func joinKeyOf(keys []planner.JoinKey, left bool) func(types.Row) string {
 				}
 				v = c
 			}
+			if v.IsNull() {
+				// One NULL for every type: IS NOT DISTINCT FROM matches it.
+				v = types.Null
+			}
 			k = types.AppendKey(k, v)
 		}
 		return string(k)
 	}
 }
 
-// nullKey reports a row whose join key has a NULL: it equals nothing.
+// nullKey reports a row whose join key has a NULL where NULL equals
+// nothing (all but IS NOT DISTINCT FROM).
 func nullKey(keys []planner.JoinKey, left bool, r types.Row) bool {
 	for _, key := range keys {
 		col := key.Right
 		if left {
 			col = key.Left
 		}
-		if r.Values[col].IsNull() {
+		if !key.NullSafe && r.Values[col].IsNull() {
 			return true
 		}
 	}

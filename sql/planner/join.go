@@ -38,6 +38,8 @@ type JoinKey struct {
 	// compared in, when the two columns' types differ (nil: as it is).
 	// They are evaluated over the side's own row.
 	LeftCast, RightCast *expr.Compiled
+	// NullSafe marks `IS NOT DISTINCT FROM`: NULL equals NULL.
+	NullSafe bool
 }
 
 // JoinSpec is what every join node has: its inputs, its kind, the hash
@@ -416,14 +418,27 @@ func uniqueNames(fs []types.Field) []types.Field {
 }
 
 // joinKey makes a hash key of c when it is `left column = right column`
-// (either way round).
+// or `left column IS NOT DISTINCT FROM right column` (either way round).
 func (p *Planner) joinKey(c ast.Expr, scope expr.Tables, nl int, lf, rf []types.Field) (JoinKey, bool, error) {
-	b, ok := c.(*ast.Binary)
-	if !ok || b.Op != ast.OpEq {
+	var l, r ast.Expr
+	var pos ast.Pos
+	nullSafe := false
+	switch c := c.(type) {
+	case *ast.Binary:
+		if c.Op != ast.OpEq {
+			return JoinKey{}, false, nil
+		}
+		l, r, pos = c.L, c.R, c.Pos
+	case *ast.IsDistinctFrom:
+		if !c.Not {
+			return JoinKey{}, false, nil
+		}
+		l, r, pos, nullSafe = c.L, c.R, c.Pos, true
+	default:
 		return JoinKey{}, false, nil
 	}
-	lr, ok1 := b.L.(*ast.ColumnRef)
-	rr, ok2 := b.R.(*ast.ColumnRef)
+	lr, ok1 := l.(*ast.ColumnRef)
+	rr, ok2 := r.(*ast.ColumnRef)
 	if !ok1 || !ok2 {
 		return JoinKey{}, false, nil
 	}
@@ -441,14 +456,14 @@ func (p *Planner) joinKey(c ast.Expr, scope expr.Tables, nl int, lf, rf []types.
 	if lc.Index >= nl || rc.Index < nl {
 		return JoinKey{}, false, nil
 	}
-	k := JoinKey{Left: lc.Index, Right: rc.Index - nl}
+	k := JoinKey{Left: lc.Index, Right: rc.Index - nl, NullSafe: nullSafe}
 	lt, rt := lf[k.Left].Type.WithNotNull(false), rf[k.Right].Type.WithNotNull(false)
 	if lt.String() == rt.String() {
 		return k, true, nil
 	}
 	// The keys are hashed and compared by their encoding, so both sides
 	// must be in one type: the one COALESCE of the two would have.
-	common, err := p.compiler.Compile(&ast.Call{Pos: b.Pos, Name: &ast.ObjectName{Pos: b.Pos, Parts: []string{"COALESCE"}}, Args: []ast.Expr{lr, rr}}, scope)
+	common, err := p.compiler.Compile(&ast.Call{Pos: pos, Name: &ast.ObjectName{Pos: pos, Parts: []string{"COALESCE"}}, Args: []ast.Expr{lr, rr}}, scope)
 	if err != nil {
 		return JoinKey{}, false, nil
 	}
@@ -459,13 +474,13 @@ func (p *Planner) joinKey(c ast.Expr, scope expr.Tables, nl int, lf, rf []types.
 		}
 		dt, err := parser.ParseDataType(ct.String())
 		if err != nil {
-			return nil, errorf(b.Pos, "comparing %s with %s in a join key: %v", lt, rt, err)
+			return nil, errorf(pos, "comparing %s with %s in a join key: %v", lt, rt, err)
 		}
 		ids := make([]types.Field, len(fs))
 		for i, f := range fs {
 			ids[i] = types.Field{Name: "$" + strconv.Itoa(i), Type: f.Type}
 		}
-		return p.compiler.Compile(&ast.Cast{Pos: b.Pos, X: &ast.ColumnRef{Pos: b.Pos, Parts: []string{ids[col].Name}}, Type: dt}, expr.NewTable("", ids...))
+		return p.compiler.Compile(&ast.Cast{Pos: pos, X: &ast.ColumnRef{Pos: pos, Parts: []string{ids[col].Name}}, Type: dt}, expr.NewTable("", ids...))
 	}
 	if k.LeftCast, err = cast(lf, k.Left, lt); err != nil {
 		return JoinKey{}, false, nil
