@@ -302,6 +302,9 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 	var keyText []ast.Expr
 	var push [2][]ast.Expr
 	var rest []ast.Expr
+	// exprKeys are equalities of an expression of each side: the sides
+	// compute them as extra columns to hash on.
+	var exprKeys []exprKey
 	for _, c := range conds {
 		mask, err := sidesOf(c, scope, nl)
 		if err != nil {
@@ -324,6 +327,12 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 				keyText = append(keyText, c)
 				continue
 			}
+			if ek, ok, err := splitKey(c, scope, nl); err != nil {
+				return relation{}, err
+			} else if ok {
+				exprKeys = append(exprKeys, ek)
+				continue
+			}
 		}
 		rest = append(rest, c)
 	}
@@ -335,6 +344,64 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 	if len(push[1]) > 0 {
 		if right, err = p.filterSide(right, push[1]); err != nil {
 			return relation{}, err
+		}
+	}
+	if len(exprKeys) > 0 {
+		nl0, nr0 := len(left.node.Fields()), len(right.node.Fields())
+		// A side of a key that is a bare column is hashed as it is; the
+		// other expressions become columns $k0, $k1, ... of their side.
+		var ls2, rs2 []ast.Expr
+		lrefs, rrefs := make([]ast.Expr, len(exprKeys)), make([]ast.Expr, len(exprKeys))
+		for i, ek := range exprKeys {
+			if _, ok := ek.left.(*ast.ColumnRef); ok {
+				lrefs[i] = ek.left
+			} else {
+				lrefs[i] = &ast.ColumnRef{Pos: ek.pos, Parts: []string{"$l", "$k" + strconv.Itoa(len(ls2))}}
+				ls2 = append(ls2, ek.left)
+			}
+			if _, ok := ek.right.(*ast.ColumnRef); ok {
+				rrefs[i] = ek.right
+			} else {
+				rrefs[i] = &ast.ColumnRef{Pos: ek.pos, Parts: []string{"$r", "$k" + strconv.Itoa(len(rs2))}}
+				rs2 = append(rs2, ek.right)
+			}
+		}
+		if len(ls2) > 0 {
+			if left.node, err = p.extendSide(left, ls2); err != nil {
+				return relation{}, err
+			}
+		}
+		if len(rs2) > 0 {
+			if right.node, err = p.extendSide(right, rs2); err != nil {
+				return relation{}, err
+			}
+		}
+		// The right input's columns now start after the left's extra ones.
+		nl = len(left.node.Fields())
+		scope = slices.Clone(ls)
+		for _, t := range rs {
+			t.Offset += nl
+			scope = append(scope, t)
+		}
+		keyScope := append(slices.Clone(scope),
+			expr.Table{Name: "$l", Columns: left.node.Fields()[nl0:], Offset: nl0},
+			expr.Table{Name: "$r", Columns: right.node.Fields()[nr0:], Offset: nl + nr0})
+		for i, ek := range exprKeys {
+			l, r := lrefs[i], rrefs[i]
+			var c ast.Expr = &ast.Binary{Pos: ek.pos, Op: ast.OpEq, L: l, R: r}
+			if ek.nullSafe {
+				c = &ast.IsDistinctFrom{Pos: ek.pos, L: l, R: r, Not: true}
+			}
+			k, ok, err := p.joinKey(c, keyScope, nl, left.node.Fields(), right.node.Fields())
+			if err != nil {
+				return relation{}, err
+			}
+			if ok {
+				keys = append(keys, k)
+				keyText = append(keyText, ek.cond)
+			} else {
+				rest = append(rest, ek.cond)
+			}
 		}
 	}
 	spec := JoinSpec{Left: left.node, Right: right.node, Type: typ, Keys: keys}
@@ -489,6 +556,81 @@ func (p *Planner) joinKey(c ast.Expr, scope expr.Tables, nl int, lf, rf []types.
 		return JoinKey{}, false, nil
 	}
 	return k, true, nil
+}
+
+// exprKey is an equality between an expression of each input.
+type exprKey struct {
+	cond        ast.Expr
+	left, right ast.Expr
+	nullSafe    bool
+	pos         ast.Pos
+}
+
+// splitKey reads c as `left expression = right expression` (or IS NOT
+// DISTINCT FROM), either way round, each side naming columns of one
+// input only.
+func splitKey(c ast.Expr, scope expr.Tables, nl int) (exprKey, bool, error) {
+	ek := exprKey{cond: c}
+	var l, r ast.Expr
+	switch c := c.(type) {
+	case *ast.Binary:
+		if c.Op != ast.OpEq {
+			return ek, false, nil
+		}
+		l, r, ek.pos = c.L, c.R, c.Pos
+	case *ast.IsDistinctFrom:
+		if !c.Not {
+			return ek, false, nil
+		}
+		l, r, ek.pos, ek.nullSafe = c.L, c.R, c.Pos, true
+	default:
+		return ek, false, nil
+	}
+	ml, err := sidesOf(l, scope, nl)
+	if err != nil {
+		return ek, false, err
+	}
+	mr, err := sidesOf(r, scope, nl)
+	if err != nil {
+		return ek, false, err
+	}
+	switch {
+	case ml == 1 && mr == 2:
+		ek.left, ek.right = l, r
+	case ml == 2 && mr == 1:
+		ek.left, ek.right = r, l
+	default:
+		return ek, false, nil
+	}
+	return ek, true, nil
+}
+
+// extendSide puts a Calc over one input of a join that appends the
+// values of extra (over the input's scope) as columns $k0, $k1, ...
+func (p *Planner) extendSide(rel relation, extra []ast.Expr) (Node, error) {
+	fs := rel.node.Fields()
+	ids := make([]types.Field, len(fs))
+	var exprs []ast.Expr
+	var names []string
+	pos := extra[0].Position()
+	for i, f := range fs {
+		ids[i] = types.Field{Name: "$" + strconv.Itoa(i), Type: f.Type}
+		exprs = append(exprs, &ast.ColumnRef{Pos: pos, Parts: []string{ids[i].Name}})
+		names = append(names, f.Name)
+	}
+	for i, e := range extra {
+		exprs = append(exprs, e)
+		names = append(names, "$k"+strconv.Itoa(i))
+	}
+	scope := append(expr.Tables{{Name: "$", Columns: ids}}, rel.scope()...)
+	n, err := p.calc(rel.node, scope, nil, exprs, names)
+	if err != nil {
+		return nil, err
+	}
+	c := n.(*Calc)
+	copy(c.ProjText, names[:len(fs)])
+	assignUID(c, "")
+	return c, nil
 }
 
 // filterSide puts a Calc filtering by conds over one input of a join; the
