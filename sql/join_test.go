@@ -439,3 +439,43 @@ func committedLines(t *testing.T, dir string) []string {
 	slices.Sort(ls)
 	return ls
 }
+
+// TestWindowOverIntervalJoin aggregates an interval join's output in
+// tumbling windows of the left rowtime. The inputs are in time order and
+// their watermarks follow them closely, so a joined row whose right row
+// comes up to 2 s after its left one would be late for its window were the
+// join's watermark not held back by the bound.
+func TestWindowOverIntervalJoin(t *testing.T) {
+	script := `
+CREATE TABLE l (id BIGINT, k AS id % 4, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '1000', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '400');
+CREATE TABLE rr (id BIGINT, k AS id % 3, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '1000', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '400');
+CREATE TABLE p (we TIMESTAMP(3), n BIGINT, s BIGINT) WITH ('connector' = 'print');
+CREATE VIEW j AS SELECT l.ts, l.id AS a, rr.id AS b FROM l JOIN rr ON l.k = rr.k AND l.ts BETWEEN rr.ts - INTERVAL '2' SECOND AND rr.ts;
+INSERT INTO p SELECT window_end, COUNT(*), SUM(b) FROM TABLE(TUMBLE(TABLE j, DESCRIPTOR(ts), INTERVAL '1' SECOND)) GROUP BY window_start, window_end;`
+	type agg struct{ n, s int64 }
+	wins := map[int64]*agg{}
+	for a := int64(1); a <= 400; a++ {
+		for b := int64(1); b <= 400; b++ {
+			if a%4 == b%3 && a <= b && a >= b-20 {
+				end := (a*100/1000 + 1) * 1000
+				if wins[end] == nil {
+					wins[end] = &agg{}
+				}
+				wins[end].n++
+				wins[end].s += b
+			}
+		}
+	}
+	var want []string
+	for end, w := range wins {
+		want = append(want, fmt.Sprintf("+I[%s, %d, %d]", types.Timestamp(end, 0, 3), w.n, w.s))
+	}
+	slices.Sort(want)
+	got := lines(t, run(t, script, 2))
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d windows, want %d\ngot:  %v\nwant: %v", len(got), len(want), got, want)
+	}
+}

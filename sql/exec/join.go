@@ -308,13 +308,21 @@ func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row]
 	r = byRowtime(r, uid+".right_rowtime", n.RightTime)
 	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
 		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
-	if n.Type != planner.InnerJoin {
-		return outerIntervalJoin(n, j, l, r), nil
-	}
-	keys := n.Keys
-	// clink.IntervalJoin bounds right - left; the plan bounds left - right.
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
-	return clink.IntervalJoin(clink.KeyBy(l, joinKeyOf(keys, true)), clink.KeyBy(r, joinKeyOf(keys, false)), uid,
+	// A joined row carries its left rowtime, which may be behind the
+	// watermark when the right row arrives: hold the watermark back.
+	delay := func(s clink.Stream[types.Row]) clink.Stream[types.Row] {
+		if d := n.WatermarkDelayMs(); d > 0 {
+			return clink.DelayWatermarks(s, uid+".watermark_delay", ms(d))
+		}
+		return s
+	}
+	if n.Type != planner.InnerJoin {
+		return delay(outerIntervalJoin(n, j, l, r)), nil
+	}
+	keys, lt := n.Keys, n.LeftTime
+	// clink.IntervalJoin bounds right - left; the plan bounds left - right.
+	return delay(clink.IntervalJoin(clink.KeyBy(l, joinKeyOf(keys, true)), clink.KeyBy(r, joinKeyOf(keys, false)), uid,
 		ms(-n.UpperMs), ms(-n.LowerMs), func(a, c types.Row, out *clink.Collector[types.Row]) error {
 			if nullKey(keys, true, a) || nullKey(keys, false, c) {
 				return nil
@@ -323,9 +331,9 @@ func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row]
 			if err != nil || !ok {
 				return err
 			}
-			out.Collect(j.joined(changelog.Insert, a.Values, c.Values))
+			out.CollectWithTimestamp(j.joined(changelog.Insert, a.Values, c.Values), a.Values[lt].EpochMillis())
 			return nil
-		}), nil
+		})), nil
 }
 
 // timedRow is a row of an outer interval join: its rowtime, and whether
@@ -367,7 +375,8 @@ func tagSides(l, r clink.Stream[types.Row], uid string, keys []planner.JoinKey) 
 // match them (a left row at t until right rows at t - LowerMs, a right row
 // at t until left rows at t + UpperMs); then a row of an outer side that
 // met nothing is emitted padded. Rows behind the watermark are dropped,
-// as by the inner interval join.
+// as by the inner interval join. A row with a left row carries its
+// rowtime.
 func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[types.Row]) clink.Stream[types.Row] {
 	uid := n.UID()
 	ks, isLeft := tagSides(l, r, uid, n.Keys)
@@ -416,7 +425,11 @@ func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Strea
 						}
 						other[i].Matched = true
 					}
-					out.Collect(j.joined(changelog.Insert, a, c))
+					lts := ts
+					if !left {
+						lts = o.Ts
+					}
+					out.CollectWithTimestamp(j.joined(changelog.Insert, a, c), lts)
 				}
 			}
 			// Appending writes past the end of the held list, never into it.
@@ -442,7 +455,7 @@ func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Strea
 				case x.Ts-lo+1 > now:
 					keepL = append(keepL, x)
 				case !x.Matched && typ.LeftOuter():
-					out.Collect(j.joined(changelog.Insert, x.Row.Values, j.nullsR))
+					out.CollectWithTimestamp(j.joined(changelog.Insert, x.Row.Values, j.nullsR), x.Ts)
 				}
 			}
 			for _, x := range st.Right {

@@ -72,7 +72,8 @@ type Join struct {
 // bounds one side's rowtime by the other's: each side's rows are kept in
 // keyed state until the watermark passes the last time a row of the other
 // side can match them; then an outer side's rows that matched nothing are
-// emitted padded with NULLs. Its output is insert-only.
+// emitted padded with NULLs. Its output is insert-only; its rowtime is the
+// left input's, and its watermark is held back by WatermarkDelayMs.
 type IntervalJoin struct {
 	base
 	JoinSpec
@@ -95,6 +96,11 @@ type WindowJoin struct {
 	// window_end columns of the inputs.
 	LeftStart, LeftEnd, RightStart, RightEnd int
 }
+
+// WatermarkDelayMs is how far the output watermark is held back behind
+// the input watermark: a joined row's left rowtime can be that far behind
+// the watermark when its right row arrives.
+func (n *IntervalJoin) WatermarkDelayMs() int64 { return max(0, -n.LowerMs) }
 
 func (n *Join) Inputs() []Node         { return []Node{n.Left, n.Right} }
 func (n *IntervalJoin) Inputs() []Node { return []Node{n.Left, n.Right} }
@@ -849,12 +855,10 @@ func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables
 		return nil, false, errorf(where.Position(), "an interval join needs at least one equality condition between columns of its two inputs besides the time bounds")
 	}
 	ij := &IntervalJoin{JoinSpec: spec, LeftTime: times[0], RightTime: times[1], LowerMs: lo, UpperMs: hi}
-	// Flink keeps both rowtimes as time attributes and holds the output
-	// watermark back by the bounds, so that no joined row is late. The
-	// operator here forwards the watermark as it comes and stamps a
-	// joined row with the later of its two times, so neither column is a
-	// time attribute of the output: a window over it is refused rather
-	// than silently dropping rows.
-	ij.rowtime = -1
+	// The left rowtime stays the time attribute: a joined row carries it
+	// as its timestamp, and the output watermark is held back by how far
+	// behind the input watermark that can be (-LowerMs), so that no row is
+	// late downstream. (Flink keeps both rowtimes as time attributes.)
+	ij.rowtime = times[0]
 	return ij, true, nil
 }
