@@ -280,8 +280,9 @@ func TestIntervalJoinDifferentialSQLite(t *testing.T) {
 }
 
 // TestWindowJoinDifferentialSQLite joins two window aggregations of the
-// same tumbling windows per window and key, inner and full outer, and
-// compares with SQLite's join of the same aggregations.
+// same tumbling windows per window and key, inner and outer, and two
+// window table functions, and compares with SQLite's joins of the same
+// aggregations and windows.
 func TestWindowJoinDifferentialSQLite(t *testing.T) {
 	r, q := joinTables()
 	db, err := dbsql.Open("sqlite", ":memory:")
@@ -299,15 +300,26 @@ func TestWindowJoinDifferentialSQLite(t *testing.T) {
 	sqliteAgg := func(t string) string {
 		return fmt.Sprintf("SELECT k, COUNT(*) AS n, ms / 60000 * 60000 AS ws FROM %s GROUP BY k, ms / 60000", t)
 	}
-	for _, tc := range []struct{ typ, sqlite string }{
-		{"JOIN", "JOIN"},
-		{"FULL JOIN", "FULL JOIN"},
-		{"LEFT JOIN", "LEFT JOIN"},
+	tvf := func(t string) string {
+		return fmt.Sprintf("TABLE(TUMBLE(TABLE %s, DESCRIPTOR(ts), INTERVAL '1' MINUTE))", t)
+	}
+	const ws = "CAST(UNIX_TIMESTAMP(CAST(COALESCE(L.window_start, R.window_start) AS STRING)) AS BIGINT) * 1000"
+	for _, tc := range []struct{ name, clink, sqlite string }{
+		{"JOIN", fmt.Sprintf(`SELECT %s, L.k, L.n, R.k, R.n FROM (%s) L JOIN (%s) R
+ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k AND L.n > 1`, ws, agg("r"), agg("q")),
+			fmt.Sprintf("SELECT COALESCE(L.ws, R.ws), L.k, L.n, R.k, R.n FROM (%s) L JOIN (%s) R ON L.ws = R.ws AND L.k = R.k AND L.n > 1", sqliteAgg("r"), sqliteAgg("q"))},
+		{"FULL JOIN", fmt.Sprintf(`SELECT %s, L.k, L.n, R.k, R.n FROM (%s) L FULL JOIN (%s) R
+ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k AND L.n > 1`, ws, agg("r"), agg("q")),
+			fmt.Sprintf("SELECT COALESCE(L.ws, R.ws), L.k, L.n, R.k, R.n FROM (%s) L FULL JOIN (%s) R ON L.ws = R.ws AND L.k = R.k AND L.n > 1", sqliteAgg("r"), sqliteAgg("q"))},
+		{"LEFT JOIN", fmt.Sprintf(`SELECT %s, L.k, L.n, R.k, R.n FROM (%s) L LEFT JOIN (%s) R
+ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k AND L.n > 1`, ws, agg("r"), agg("q")),
+			fmt.Sprintf("SELECT COALESCE(L.ws, R.ws), L.k, L.n, R.k, R.n FROM (%s) L LEFT JOIN (%s) R ON L.ws = R.ws AND L.k = R.k AND L.n > 1", sqliteAgg("r"), sqliteAgg("q"))},
+		{"window table functions RIGHT JOIN", fmt.Sprintf(`SELECT %s, L.k, L.v, R.k, R.v FROM %s L RIGHT JOIN %s R
+ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k AND L.v < R.v`, ws, tvf("r"), tvf("q")),
+			"SELECT COALESCE(L.ms / 60000, R.ms / 60000) * 60000, L.k, L.v, R.k, R.v FROM r L RIGHT JOIN q R ON L.ms / 60000 = R.ms / 60000 AND L.k = R.k AND L.v < R.v"},
 	} {
-		t.Run(tc.typ, func(t *testing.T) {
-			query := fmt.Sprintf(`SELECT CAST(UNIX_TIMESTAMP(CAST(COALESCE(L.window_start, R.window_start) AS STRING)) AS BIGINT) * 1000, L.k, L.n, R.k, R.n
-FROM (%s) L %s (%s) R ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k AND L.n > 1`, agg("r"), tc.typ, agg("q"))
-			script := tables + "INSERT INTO p " + query + ";"
+		t.Run(tc.name, func(t *testing.T) {
+			script := tables + "INSERT INTO p " + tc.clink + ";"
 			if plan := planOf(t, script); !strings.Contains(plan, "WindowJoin(leftWindow=[TUMBLE(win_start=[window_start], win_end=[window_end], size=[1 min])]") {
 				t.Fatalf("no WindowJoin in the plan:\n%s", plan)
 			}
@@ -316,8 +328,7 @@ FROM (%s) L %s (%s) R ON L.window_start = R.window_start AND L.window_end = R.wi
 				t.Fatalf("a window join retracted rows:\n%s", out)
 			}
 			got := materialize(t, out)
-			want := queryRows(t, db, fmt.Sprintf("SELECT COALESCE(L.ws, R.ws), L.k, L.n, R.k, R.n FROM (%s) L %s (%s) R ON L.ws = R.ws AND L.k = R.k AND L.n > 1",
-				sqliteAgg("r"), tc.sqlite, sqliteAgg("q")))
+			want := queryRows(t, db, tc.sqlite)
 			if len(want) == 0 {
 				t.Fatal("the query selects nothing: the test proves nothing")
 			}
@@ -478,4 +489,67 @@ INSERT INTO p SELECT window_end, COUNT(*), SUM(b) FROM TABLE(TUMBLE(TABLE j, DES
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d windows, want %d\ngot:  %v\nwant: %v", len(got), len(want), got, want)
 	}
+}
+
+// TestWindowJoinRestore runs a FULL window join of two window
+// aggregations over rows in time order, so that windows are joined while
+// the job runs, stops it after checkpoints and restores it: the
+// exactly-once filesystem sink ends with every window's joined and padded
+// rows once.
+func TestWindowJoinRestore(t *testing.T) {
+	out := t.TempDir()
+	script := fmt.Sprintf(`
+CREATE TABLE l (id BIGINT, k AS id %% 3, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+CREATE TABLE rr (id BIGINT, k AS id %% 4, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+CREATE TABLE f (ws BIGINT, lk BIGINT, ln BIGINT, rk BIGINT, rn BIGINT) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv');
+SET 'execution.checkpointing.interval' = '50ms';
+INSERT INTO f
+SELECT CAST(UNIX_TIMESTAMP(CAST(COALESCE(L.window_start, R.window_start) AS STRING)) AS BIGINT) * 1000, L.k, L.n, R.k, R.n
+FROM (SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE l, DESCRIPTOR(ts), INTERVAL '2' SECOND)) GROUP BY k, window_start, window_end) L
+FULL JOIN (SELECT k, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE rr, DESCRIPTOR(ts), INTERVAL '2' SECOND)) GROUP BY k, window_start, window_end) R
+ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k;`, out)
+	// The row count of each side per window start and key.
+	count := func(mod int64) map[[2]int64]int64 {
+		c := map[[2]int64]int64{}
+		for id := int64(1); id <= 300; id++ {
+			c[[2]int64{id * 100 / 2000 * 2000, id % mod}]++
+		}
+		return c
+	}
+	lc, rc := count(3), count(4)
+	var want []string
+	for wk, n := range lc {
+		if m, ok := rc[wk]; ok {
+			want = append(want, fmt.Sprintf("%d,%d,%d,%d,%d", wk[0], wk[1], n, wk[1], m))
+		} else {
+			want = append(want, fmt.Sprintf("%d,%d,%d,,", wk[0], wk[1], n))
+		}
+	}
+	for wk, m := range rc {
+		if _, ok := lc[wk]; !ok {
+			want = append(want, fmt.Sprintf("%d,,,%d,%d", wk[0], wk[1], m))
+		}
+	}
+	slices.Sort(want)
+	if plan := planOf(t, script); !strings.Contains(plan, "WindowJoin(") {
+		t.Fatalf("no WindowJoin in the plan:\n%s", plan)
+	}
+	dir := t.TempDir()
+	var first bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+		t.Fatalf("first run: %v\n%s", err, first.String())
+	}
+	before := len(committedLines(t, out))
+	if before == 0 || before == len(want) {
+		t.Fatalf("the first run committed %d of %d rows; the test needs a job stopped midway", before, len(want))
+	}
+	run2(t, script, dir)
+	if got := committedLines(t, out); !slices.Equal(got, want) {
+		t.Fatalf("after the restore %d rows are committed, want %d (first run: %d)\ngot:  %v\nwant: %v", len(got), len(want), before, got, want)
+	}
+	t.Logf("the first run committed %d of %d rows", before, len(want))
 }
