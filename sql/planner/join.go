@@ -440,11 +440,9 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 	}
 
 	var n Node
-	if w, ok, err := p.windowJoin(spec, rest); err != nil {
-		return relation{}, err
-	} else if ok {
+	if w, ok := windowJoin(spec); ok {
 		n = w
-	} else if ij, ok, err := p.intervalJoin(spec, rest, scope, nl, j); err != nil {
+	} else if ij, ok, err := p.intervalJoin(spec, rest, scope, nl); err != nil {
 		return relation{}, err
 	} else if ok {
 		n = ij
@@ -711,30 +709,34 @@ func windowOrigin(n Node, col int) (WindowSpec, int, bool) {
 // windowJoin plans spec as a WindowJoin when both inputs are windowed the
 // same way and the keys include the equality of their window_start and
 // window_end.
-func (p *Planner) windowJoin(spec JoinSpec, rest []ast.Expr) (*WindowJoin, bool, error) {
+func windowJoin(spec JoinSpec) (*WindowJoin, bool) {
 	if spec.Left.Updating() || spec.Right.Updating() {
-		return nil, false, nil
+		return nil, false
 	}
 	w := &WindowJoin{JoinSpec: spec, LeftStart: -1, LeftEnd: -1}
+	// The windows of window_start's and window_end's equalities, which
+	// must be the same (whatever the time columns are called).
+	var specs [2]WindowSpec
 	for _, k := range spec.Keys {
 		lw, lrole, ok1 := windowOrigin(spec.Left, k.Left)
 		rw, rrole, ok2 := windowOrigin(spec.Right, k.Right)
+		lw.TimeCol, rw.TimeCol = "", ""
 		if !ok1 || !ok2 || lrole != rrole || lw != rw {
 			continue
 		}
-		w.Window = lw
 		switch lrole {
 		case 0:
-			w.LeftStart, w.RightStart = k.Left, k.Right
+			w.LeftStart, w.RightStart, specs[0] = k.Left, k.Right, lw
 		case 1:
-			w.LeftEnd, w.RightEnd = k.Left, k.Right
+			w.LeftEnd, w.RightEnd, specs[1] = k.Left, k.Right, lw
 		}
 	}
-	if w.LeftStart < 0 || w.LeftEnd < 0 {
-		return nil, false, nil
+	if w.LeftStart < 0 || w.LeftEnd < 0 || specs[0] != specs[1] {
+		return nil, false
 	}
+	w.Window = specs[0]
 	w.rowtime = spec.Left.Rowtime()
-	return w, true, nil
+	return w, true
 }
 
 // timeRef is a rowtime column of one side plus a constant offset.
@@ -786,7 +788,7 @@ func (p *Planner) timeOffset(e ast.Expr, scope expr.Tables, nl int, times [2]int
 // intervalJoin plans spec as an IntervalJoin when both inputs are
 // insert-only with a rowtime and the rest of the condition bounds
 // left.rowtime - right.rowtime from both sides.
-func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables, nl int, j *ast.Join) (*IntervalJoin, bool, error) {
+func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables, nl int) (*IntervalJoin, bool, error) {
 	times := [2]int{spec.Left.Rowtime(), spec.Right.Rowtime()}
 	if spec.Left.Updating() || spec.Right.Updating() || times[0] < 0 || times[1] < 0 {
 		return nil, false, nil
