@@ -29,8 +29,9 @@ func init() {
 
 // joinKeyOf returns the function that encodes the join key of a row of
 // one side (left or not), each value in the type both sides compare it in.
-// A key that cannot be converted is encoded behind a tag no converted key
-// has, so it matches nothing.
+// The conversions widen (INT to BIGINT, a decimal to DOUBLE) and do not
+// fail; were one to, its value is encoded behind a tag no converted key
+// has, so that it cannot meet a converted one.
 func joinKeyOf(keys []planner.JoinKey, left bool) func(types.Row) string {
 	return func(r types.Row) string {
 		var k []byte
@@ -82,9 +83,10 @@ type joinRow struct {
 	Assoc int64
 }
 
-// joinState is one join key's rows of both sides. It is replaced, never
-// changed in place: the state backend may hold the old one in a
-// checkpoint.
+// joinState is one join key's rows of both sides. Its lists are never
+// changed within their length, since the state backend may hold them in
+// a checkpoint: a change copies the list, a new row is appended past its
+// end.
 type joinState struct {
 	Left, Right []joinRow
 }
