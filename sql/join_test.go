@@ -166,16 +166,24 @@ func TestJoinDifferentialSQLite(t *testing.T) {
 			"SELECT r.v, q.v, r2.v FROM r JOIN q ON r.k = q.k JOIN r AS r2 ON r2.s = q.s AND r2.k = r.k WHERE r.v > 40", "hash[s, k]"},
 		{"updating inputs", "(a BIGINT, b BIGINT, c BIGINT)",
 			"SELECT g.k, g.n, h.m FROM (SELECT k, COUNT(*) AS n FROM r WHERE v > 0 GROUP BY k) g LEFT JOIN (SELECT k, SUM(v) AS m FROM q GROUP BY k HAVING SUM(v) > 0) h ON g.k = h.k", "GroupAggregate"},
+		{"full, pebble state", "(a BIGINT, b BIGINT, c BIGINT, d BIGINT)", "SET 'state.backend.type' = 'pebble';\n" +
+			"SELECT r.k, r.v, q.k, q.v FROM r FULL OUTER JOIN q ON r.k = q.k AND r.v < q.v - 30", "Join(joinType=[FullOuterJoin]"},
 		{"updating inputs full", "(a STRING, b BIGINT, c STRING, d BIGINT)",
 			"SELECT g.s, g.n, h.s, h.m FROM (SELECT s, MAX(v) AS n FROM r GROUP BY s) g FULL JOIN (SELECT s, MIN(v) AS m FROM q GROUP BY s) h ON g.s = h.s AND g.n > h.m", "FullOuterJoin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			script := tables + "CREATE TABLE p " + tc.sink + " WITH ('connector' = 'print');\nINSERT INTO p " + tc.query + ";"
+			// A query may start with a SET statement for the job.
+			set, query := "", tc.query
+			if strings.HasPrefix(query, "SET ") {
+				set, query, _ = strings.Cut(query, "\n")
+				set += "\n"
+			}
+			script := tables + set + "CREATE TABLE p " + tc.sink + " WITH ('connector' = 'print');\nINSERT INTO p " + query + ";"
 			if plan := planOf(t, script); !strings.Contains(plan, tc.node) {
 				t.Fatalf("the plan has no %s:\n%s", tc.node, plan)
 			}
 			got := materialize(t, run(t, script, 2))
-			want := queryRows(t, db, tc.query)
+			want := queryRows(t, db, query)
 			if len(want) == 0 {
 				t.Fatal("the query selects nothing: the test proves nothing")
 			}
