@@ -2,6 +2,7 @@ package exec
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/clinkstream/clink"
@@ -15,9 +16,9 @@ import (
 //	Join          clink.Connect of both inputs keyed by the encoded join
 //	              key + clink.CoProcess; both sides' rows with their counts
 //	              in the key's value state
-//	IntervalJoin  clink.IntervalJoin on the encoded join key, rows
-//	              re-stamped with their rowtime column; an outer one like
-//	              WindowJoin, with a timer per row's last matching time
+//	IntervalJoin  like WindowJoin, rows stamped with their rowtime column
+//	              and kept until their last matching time, one cleanup
+//	              timer per key; clink.DelayWatermarks behind it
 //	WindowJoin    clink.Union of both inputs (tagged with their side) keyed
 //	              by join key and window + clink.KeyedProcess with an
 //	              event-time timer at the window's end
@@ -310,45 +311,29 @@ func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row]
 	r = byRowtime(r, uid+".right_rowtime", n.RightTime)
 	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
 		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
-	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	s := intervalJoin(n, j, l, r)
 	// A joined row carries its left rowtime, which may be behind the
 	// watermark when the right row arrives: hold the watermark back.
-	delay := func(s clink.Stream[types.Row]) clink.Stream[types.Row] {
-		if d := n.WatermarkDelayMs(); d > 0 {
-			return clink.DelayWatermarks(s, uid+".watermark_delay", ms(d))
-		}
-		return s
+	if d := n.WatermarkDelayMs(); d > 0 {
+		s = clink.DelayWatermarks(s, uid+".watermark_delay", time.Duration(d)*time.Millisecond)
 	}
-	if n.Type != planner.InnerJoin {
-		return delay(outerIntervalJoin(n, j, l, r)), nil
-	}
-	keys, lt := n.Keys, n.LeftTime
-	// clink.IntervalJoin bounds right - left; the plan bounds left - right.
-	return delay(clink.IntervalJoin(clink.KeyBy(l, joinKeyOf(keys, true)), clink.KeyBy(r, joinKeyOf(keys, false)), uid,
-		ms(-n.UpperMs), ms(-n.LowerMs), func(a, c types.Row, out *clink.Collector[types.Row]) error {
-			if nullKey(keys, true, a) || nullKey(keys, false, c) {
-				return nil
-			}
-			ok, err := j.matches(a.Values, c.Values)
-			if err != nil || !ok {
-				return err
-			}
-			out.CollectWithTimestamp(j.joined(changelog.Insert, a.Values, c.Values), a.Values[lt].EpochMillis())
-			return nil
-		})), nil
+	return s, nil
 }
 
-// timedRow is a row of an outer interval join: its rowtime, and whether
-// it has met a row of the other side.
+// timedRow is a row of an interval join: its rowtime, and whether it has
+// met a row of the other side.
 type timedRow struct {
 	Row     types.Row
 	Ts      int64
 	Matched bool
 }
 
-// intervalSides is one join key's rows of an outer interval join.
+// intervalSides is one join key's rows of an interval join, and the
+// earliest cleanup timer set for them.
 type intervalSides struct {
 	Left, Right []timedRow
+	Timer       int64
+	HasTimer    bool
 }
 
 // tagSides unions both inputs of a join into one stream, each row with
@@ -372,23 +357,35 @@ func tagSides(l, r clink.Stream[types.Row], uid string, keys []planner.JoinKey) 
 	}), isLeft
 }
 
-// outerIntervalJoin runs a LEFT, RIGHT or FULL interval join: rows wait in
-// keyed state until the watermark passes the last time the other side can
-// match them (a left row at t until right rows at t - LowerMs, a right row
-// at t until left rows at t + UpperMs); then a row of an outer side that
-// met nothing is emitted padded. Rows behind the watermark are dropped,
-// as by the inner interval join. A row with a left row carries its
-// rowtime.
-func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[types.Row]) clink.Stream[types.Row] {
-	uid := n.UID()
-	ks, isLeft := tagSides(l, r, uid, n.Keys)
+// intervalJoin runs an interval join of any type, as Flink's
+// TimeIntervalJoin: a row meets the other side's rows of its key within
+// the bounds, and waits in keyed state until the watermark passes the
+// last time the other side can match it (a left row at t until right rows
+// at t - LowerMs, a right row at t until left rows at t + UpperMs); then
+// a row of an outer side that met nothing is emitted padded. A row that
+// arrives after its last matching time meets what is still held and is
+// not kept. One cleanup timer per key is set, at the earliest such time.
+// A row with a left row carries its rowtime.
+func intervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[types.Row]) clink.Stream[types.Row] {
+	ks, isLeft := tagSides(l, r, n.UID(), n.Keys)
 	keys, typ, lo, hi := n.Keys, n.Type, n.LowerMs, n.UpperMs
-	return clink.KeyedProcess(ks, uid, clink.KeyedProcessFunction[string, types.Row, intervalSides, types.Row]{
+	// expiry is the watermark at which a row stops matching: a left row at
+	// t matches right rows up to t - lo, a right row left rows up to t + hi.
+	expiry := func(left bool, ts int64) int64 {
+		if left {
+			return ts - lo + 1
+		}
+		return ts + hi + 1
+	}
+	setTimer := func(ctx *clink.KeyedContext[string, intervalSides], st *intervalSides, at int64) {
+		if !st.HasTimer || at < st.Timer {
+			ctx.RegisterEventTimeTimer(at)
+			st.Timer, st.HasTimer = at, true
+		}
+	}
+	return clink.KeyedProcess(ks, n.UID(), clink.KeyedProcessFunction[string, types.Row, intervalSides, types.Row]{
 		ProcessElement: func(ctx *clink.KeyedContext[string, intervalSides], r types.Row, out *clink.Collector[types.Row]) error {
 			ts := ctx.Timestamp()
-			if ts < ctx.CurrentWatermark() {
-				return nil // late
-			}
 			left := isLeft(r)
 			row := types.Row{Values: r.Values[:len(r.Values)-1]}
 			st, _ := ctx.Value()
@@ -408,9 +405,9 @@ func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Strea
 					if d < lo || d > hi {
 						continue
 					}
-					var a, c []types.Value = row.Values, o.Row.Values
+					a, c, lts := row.Values, o.Row.Values, ts
 					if !left {
-						a, c = c, a
+						a, c, lts = c, a, o.Ts
 					}
 					ok, err := j.matches(a, c)
 					if err != nil {
@@ -427,23 +424,30 @@ func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Strea
 						}
 						other[i].Matched = true
 					}
-					lts := ts
-					if !left {
-						lts = o.Ts
-					}
 					out.CollectWithTimestamp(j.joined(changelog.Insert, a, c), lts)
 				}
 			}
-			// Appending writes past the end of the held list, never into it.
-			mine = append(mine, me)
-			if left {
-				st = intervalSides{Left: mine, Right: other}
-				ctx.RegisterEventTimeTimer(ts - lo + 1)
-			} else {
-				st = intervalSides{Left: other, Right: mine}
-				ctx.RegisterEventTimeTimer(ts + hi + 1)
+			if e := expiry(left, ts); e > ctx.CurrentWatermark() {
+				// Appending writes past the end of the held list, never
+				// into it.
+				mine = append(mine, me)
+				setTimer(ctx, &st, e)
+			} else if !me.Matched {
+				// Too late to be met by rows still to come.
+				if left && typ.LeftOuter() {
+					out.CollectWithTimestamp(j.joined(changelog.Insert, row.Values, j.nullsR), ts)
+				} else if !left && typ.RightOuter() {
+					out.Collect(j.joined(changelog.Insert, j.nullsL, row.Values))
+				}
 			}
-			ctx.SetValue(st)
+			if left {
+				st.Left, st.Right = mine, other
+			} else {
+				st.Left, st.Right = other, mine
+			}
+			if len(st.Left) > 0 || len(st.Right) > 0 {
+				ctx.SetValue(st)
+			}
 			return nil
 		},
 		OnTimer: func(ctx *clink.KeyedContext[string, intervalSides], now int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
@@ -451,28 +455,38 @@ func outerIntervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Strea
 			if !ok {
 				return nil
 			}
-			var keepL, keepR []timedRow
+			wm := ctx.CurrentWatermark()
+			next := &intervalSides{}
 			for _, x := range st.Left {
 				switch {
-				case x.Ts-lo+1 > now:
-					keepL = append(keepL, x)
+				case expiry(true, x.Ts) > wm:
+					next.Left = append(next.Left, x)
 				case !x.Matched && typ.LeftOuter():
 					out.CollectWithTimestamp(j.joined(changelog.Insert, x.Row.Values, j.nullsR), x.Ts)
 				}
 			}
 			for _, x := range st.Right {
 				switch {
-				case x.Ts+hi+1 > now:
-					keepR = append(keepR, x)
+				case expiry(false, x.Ts) > wm:
+					next.Right = append(next.Right, x)
 				case !x.Matched && typ.RightOuter():
 					out.Collect(j.joined(changelog.Insert, j.nullsL, x.Row.Values))
 				}
 			}
-			if len(keepL) == 0 && len(keepR) == 0 {
+			if len(next.Left) == 0 && len(next.Right) == 0 {
 				ctx.Clear()
-			} else {
-				ctx.SetValue(intervalSides{Left: keepL, Right: keepR})
+				return nil
 			}
+			// A timer at the earliest expiry of what is left.
+			first := int64(math.MaxInt64)
+			for _, x := range next.Left {
+				first = min(first, expiry(true, x.Ts))
+			}
+			for _, x := range next.Right {
+				first = min(first, expiry(false, x.Ts))
+			}
+			setTimer(ctx, next, first)
+			ctx.SetValue(*next)
 			return nil
 		},
 	})
