@@ -20,6 +20,9 @@
 //	WindowRank         clink.KeyBy + clink.KeyedProcess: rows per window and
 //	                   partition, emitted by an event-time timer at the window end
 //	Union              clink.Union
+//	Join, IntervalJoin,
+//	WindowJoin         clink.Connect + clink.CoProcess on the encoded join key
+//	                   (see join.go)
 //	Sink               clink.SinkTo (print, blackhole, postgres upsert behind a
 //	                   hash exchange on the key); clink.CommitTo (filesystem,
 //	                   postgres XA: two-phase commit, exactly once)

@@ -378,9 +378,15 @@ func (p *Planner) bindSelect(s *ast.Select) (Node, error) {
 	if s.From == nil {
 		return nil, errorf(s.Pos, "SELECT without FROM is not supported yet; use a datagen table")
 	}
-	rel, err := p.bindFrom(s.From)
+	rel, where, err := p.bindFromWhere(s.From, s.Where)
 	if err != nil {
 		return nil, err
+	}
+	if where != s.Where {
+		// The join took the WHERE condition as its own.
+		c := *s
+		c.Where = where
+		s = &c
 	}
 	items, err := expandItems(s.Items, rel)
 	if err != nil {

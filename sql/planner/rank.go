@@ -624,13 +624,6 @@ func (p *Planner) selectOver(rel relation, s *ast.Select, exprs []ast.Expr, name
 	return p.distinct(n, s.Pos)
 }
 
-func conjuncts(e ast.Expr) []ast.Expr {
-	if b, ok := e.(*ast.Binary); ok && b.Op == ast.OpAnd {
-		return append(conjuncts(b.L), conjuncts(b.R)...)
-	}
-	return []ast.Expr{e}
-}
-
 // rankBound reads a condition on the row number column rn: rn <= N, rn <
 // N, rn = N, rn >= N, rn > N (either way round) or rn BETWEEN lo AND hi,
 // with integer constants. It returns the row numbers the condition keeps

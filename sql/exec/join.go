@@ -1,0 +1,575 @@
+package exec
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/planner"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// The join nodes:
+//
+//	Join          clink.Connect of both inputs keyed by the encoded join
+//	              key + clink.CoProcess; both sides' rows with their counts
+//	              in the key's value state
+//	IntervalJoin  like WindowJoin, rows stamped with their rowtime column
+//	              and kept until their last matching time, one cleanup
+//	              timer per key; clink.DelayWatermarks behind it
+//	WindowJoin    clink.Union of both inputs (tagged with their side) keyed
+//	              by join key and window + clink.KeyedProcess with an
+//	              event-time timer at the window's end
+func init() {
+	registerNode(func(b *builder, n *planner.Join) (clink.Stream[types.Row], error) { return b.join(n) })
+	registerNode(func(b *builder, n *planner.IntervalJoin) (clink.Stream[types.Row], error) { return b.intervalJoin(n) })
+	registerNode(func(b *builder, n *planner.WindowJoin) (clink.Stream[types.Row], error) { return b.windowJoin(n) })
+}
+
+// joinKeyOf returns the function that encodes the join key of a row of
+// one side (left or not), each value in the type both sides compare it in.
+// The conversions widen (INT to BIGINT, a decimal to DOUBLE) and do not
+// fail; were one to, its value is encoded behind a tag no converted key
+// has, so that it cannot meet a converted one.
+func joinKeyOf(keys []planner.JoinKey, left bool) func(types.Row) string {
+	return func(r types.Row) string {
+		var k []byte
+		for _, key := range keys {
+			col, cast := key.Right, key.RightCast
+			if left {
+				col, cast = key.Left, key.LeftCast
+			}
+			v := r.Values[col]
+			if cast != nil {
+				c, err := cast.Eval(r.Values)
+				if err != nil {
+					k = types.AppendKey(append(k, 0xff), v)
+					continue
+				}
+				v = c
+			}
+			if v.IsNull() {
+				// One NULL for every type: IS NOT DISTINCT FROM matches it.
+				v = types.Null
+			}
+			k = types.AppendKey(k, v)
+		}
+		return string(k)
+	}
+}
+
+// nullKey reports a row whose join key has a NULL where NULL equals
+// nothing (all but IS NOT DISTINCT FROM).
+func nullKey(keys []planner.JoinKey, left bool, r types.Row) bool {
+	for _, key := range keys {
+		col := key.Right
+		if left {
+			col = key.Left
+		}
+		if !key.NullSafe && r.Values[col].IsNull() {
+			return true
+		}
+	}
+	return false
+}
+
+// joinRow is a row of one side of a regular join with its multiplicity.
+type joinRow struct {
+	Row   types.Row
+	Count int64
+	// Assoc counts the other side's rows this one joins with (with their
+	// multiplicities); kept for a side whose unmatched rows are padded.
+	Assoc int64
+}
+
+// joinState is one join key's rows of both sides. Its lists are never
+// changed within their length, since the state backend may hold them in
+// a checkpoint: a change copies the list, a new row is appended past its
+// end.
+type joinState struct {
+	Left, Right []joinRow
+}
+
+// regularJoin is the logic of a Join node, Flink's StreamingJoinOperator
+// without state TTL.
+type regularJoin struct {
+	n      *planner.Join
+	uid    string
+	nl, nr int
+	// nullsL and nullsR pad a row of the other side.
+	nullsL, nullsR []types.Value
+}
+
+func nullsOf(fs []types.Field) []types.Value {
+	vs := make([]types.Value, len(fs))
+	for i, f := range fs {
+		vs[i] = types.NullOf(f.Type.Kind)
+	}
+	return vs
+}
+
+// joined lays a row of each side out as the join's output.
+func (j *regularJoin) joined(kind changelog.RowKind, l, r []types.Value) types.Row {
+	vals := make([]types.Value, 0, j.nl+j.nr)
+	return types.Row{Kind: kind, Values: append(append(vals, l...), r...)}
+}
+
+// matches reports whether the condition holds for a pair of rows.
+func (j *regularJoin) matches(l, r []types.Value) (bool, error) {
+	if j.n.Condition == nil {
+		return true, nil
+	}
+	row := j.joined(changelog.Insert, l, r)
+	v, err := j.n.Condition.Eval(row.Values)
+	if err != nil {
+		return false, fmt.Errorf("operator %s: evaluating %s on %s: %w", j.uid, j.n.Text, row, err)
+	}
+	return !v.IsNull() && v.Bool(), nil
+}
+
+// process handles a row of one side (left or not): Flink's rules for
+// each kind of row and each side's outerness.
+func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
+	st, _ := ctx.Value()
+	mine, other := st.Left, st.Right
+	mineOuter, otherOuter := j.n.Type.LeftOuter(), j.n.Type.RightOuter()
+	if !left {
+		mine, other = st.Right, st.Left
+		mineOuter, otherOuter = otherOuter, mineOuter
+	}
+	// pair lays out this side's values and the other side's.
+	pair := func(kind changelog.RowKind, mv, ov []types.Value) types.Row {
+		if left {
+			return j.joined(kind, mv, ov)
+		}
+		return j.joined(kind, ov, mv)
+	}
+	padMine := func(kind changelog.RowKind, mv []types.Value) types.Row {
+		if left {
+			return j.joined(kind, mv, j.nullsR)
+		}
+		return j.joined(kind, j.nullsL, mv)
+	}
+	padOther := func(kind changelog.RowKind, ov []types.Value) types.Row {
+		if left {
+			return j.joined(kind, j.nullsL, ov)
+		}
+		return j.joined(kind, ov, j.nullsR)
+	}
+	var matched []int
+	var n int64
+	if !nullKey(j.n.Keys, left, r) {
+		for i, o := range other {
+			var ok bool
+			var err error
+			if left {
+				ok, err = j.matches(r.Values, o.Row.Values)
+			} else {
+				ok, err = j.matches(o.Row.Values, r.Values)
+			}
+			if err != nil {
+				return err
+			}
+			if ok {
+				matched = append(matched, i)
+				n += o.Count
+			}
+		}
+	}
+	if r.Kind.IsAccumulate() {
+		if mineOuter && n == 0 {
+			out.Collect(padMine(changelog.Insert, r.Values))
+		}
+		if otherOuter && n > 0 {
+			other = append([]joinRow(nil), other...)
+			for _, i := range matched {
+				if other[i].Assoc == 0 {
+					for range other[i].Count {
+						out.Collect(padOther(changelog.Delete, other[i].Row.Values))
+					}
+				}
+				other[i].Assoc++
+			}
+		}
+		kind := changelog.Insert
+		if !mineOuter && !otherOuter {
+			kind = r.Kind
+		}
+		for _, i := range matched {
+			for range other[i].Count {
+				out.Collect(pair(kind, r.Values, other[i].Row.Values))
+			}
+		}
+		// Appending writes past the end of the slice the state holds, which
+		// a checkpoint may be encoding, and never into it; an equal row
+		// already held gets an entry of its own rather than a copy of the
+		// list to count it.
+		mine = append(mine, joinRow{Row: types.Row{Values: r.Values}, Count: 1, Assoc: n})
+	} else {
+		at := -1
+		for i, m := range mine {
+			if len(m.Row.Values) == len(r.Values) && sameValues(m.Row.Values, r.Values) {
+				at = i
+				break
+			}
+		}
+		if at < 0 {
+			// A retraction of a row this side does not hold (its +I was
+			// filtered out upstream): there is nothing to retract.
+			return nil
+		}
+		// A copy: the held list may be in a checkpoint.
+		mine = append([]joinRow(nil), mine...)
+		if mine[at].Count--; mine[at].Count == 0 {
+			mine = append(mine[:at], mine[at+1:]...)
+		}
+		if n == 0 {
+			if mineOuter {
+				out.Collect(padMine(changelog.Delete, r.Values))
+			}
+		} else {
+			kind := r.Kind
+			if mineOuter {
+				kind = changelog.Delete
+			}
+			for _, i := range matched {
+				for range other[i].Count {
+					out.Collect(pair(kind, r.Values, other[i].Row.Values))
+				}
+			}
+			if otherOuter {
+				other = append([]joinRow(nil), other...)
+				for _, i := range matched {
+					if other[i].Assoc == 1 {
+						for range other[i].Count {
+							out.Collect(padOther(changelog.Insert, other[i].Row.Values))
+						}
+					}
+					other[i].Assoc--
+				}
+			}
+		}
+	}
+	if left {
+		st = joinState{Left: mine, Right: other}
+	} else {
+		st = joinState{Left: other, Right: mine}
+	}
+	if len(st.Left) == 0 && len(st.Right) == 0 {
+		ctx.Clear()
+	} else {
+		ctx.SetValue(st)
+	}
+	return nil
+}
+
+func (b *builder) join(n *planner.Join) (clink.Stream[types.Row], error) {
+	l, err := b.stream(n.Left)
+	if err != nil {
+		return l, err
+	}
+	r, err := b.stream(n.Right)
+	if err != nil {
+		return r, err
+	}
+	j := &regularJoin{n: n, uid: n.UID(), nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
+		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
+	cs := clink.Connect(clink.KeyBy(l, joinKeyOf(n.Keys, true)), clink.KeyBy(r, joinKeyOf(n.Keys, false)))
+	return clink.CoProcess(cs, n.UID(),
+		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return j.process(ctx, row, out, true)
+		},
+		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return j.process(ctx, row, out, false)
+		}), nil
+}
+
+// byRowtime stamps each row with its rowtime column, dropping rows
+// without one (they meet no time bound).
+func byRowtime(s clink.Stream[types.Row], name string, col int) clink.Stream[types.Row] {
+	return clink.FlatMap(s, name, func(r types.Row, out *clink.Collector[types.Row]) error {
+		if v := r.Values[col]; !v.IsNull() {
+			out.CollectWithTimestamp(r, v.EpochMillis())
+		}
+		return nil
+	})
+}
+
+func (b *builder) intervalJoin(n *planner.IntervalJoin) (clink.Stream[types.Row], error) {
+	l, err := b.stream(n.Left)
+	if err != nil {
+		return l, err
+	}
+	r, err := b.stream(n.Right)
+	if err != nil {
+		return r, err
+	}
+	uid := n.UID()
+	l = byRowtime(l, uid+".left_rowtime", n.LeftTime)
+	r = byRowtime(r, uid+".right_rowtime", n.RightTime)
+	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
+		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
+	s := intervalJoin(n, j, l, r)
+	// A joined row carries its left rowtime, which may be behind the
+	// watermark when the right row arrives: hold the watermark back.
+	if d := n.WatermarkDelayMs(); d > 0 {
+		s = clink.DelayWatermarks(s, uid+".watermark_delay", time.Duration(d)*time.Millisecond)
+	}
+	return s, nil
+}
+
+// timedRow is a row of an interval join: its rowtime, and whether it has
+// met a row of the other side.
+type timedRow struct {
+	Row     types.Row
+	Ts      int64
+	Matched bool
+}
+
+// intervalSides is one join key's rows of an interval join, and the
+// earliest cleanup timer set for them.
+type intervalSides struct {
+	Left, Right []timedRow
+	Timer       int64
+	HasTimer    bool
+}
+
+// tagSides unions both inputs of a join into one stream, each row with
+// its side as a last BOOLEAN column (true: left), so that both can share
+// one keyed operator with timers; key keys a row of either side.
+func tagSides(l, r clink.Stream[types.Row], uid string, keys []planner.JoinKey) (clink.KeyedStream[string, types.Row], func(types.Row) bool) {
+	tag := func(s clink.Stream[types.Row], name string, left bool) clink.Stream[types.Row] {
+		return clink.Map(s, name, func(r types.Row) types.Row {
+			vals := append(append(make([]types.Value, 0, len(r.Values)+1), r.Values...), types.Bool(left))
+			return types.Row{Kind: r.Kind, Values: vals}
+		})
+	}
+	u := clink.Union(uid+".union", tag(l, uid+".left", true), tag(r, uid+".right", false))
+	keyL, keyR := joinKeyOf(keys, true), joinKeyOf(keys, false)
+	isLeft := func(r types.Row) bool { return r.Values[len(r.Values)-1].Bool() }
+	return clink.KeyBy(u, func(r types.Row) string {
+		if isLeft(r) {
+			return keyL(r)
+		}
+		return keyR(r)
+	}), isLeft
+}
+
+// intervalJoin runs an interval join of any type, as Flink's
+// TimeIntervalJoin: a row meets the other side's rows of its key within
+// the bounds, and waits in keyed state until the watermark passes the
+// last time the other side can match it (a left row at t until right rows
+// at t - LowerMs, a right row at t until left rows at t + UpperMs); then
+// a row of an outer side that met nothing is emitted padded. A row that
+// arrives after its last matching time meets what is still held and is
+// not kept. One cleanup timer per key is set, at the earliest such time.
+// A row with a left row carries its rowtime.
+func intervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[types.Row]) clink.Stream[types.Row] {
+	ks, isLeft := tagSides(l, r, n.UID(), n.Keys)
+	keys, typ, lo, hi := n.Keys, n.Type, n.LowerMs, n.UpperMs
+	// expiry is the watermark at which a row stops matching: a left row at
+	// t matches right rows up to t - lo, a right row left rows up to t + hi.
+	expiry := func(left bool, ts int64) int64 {
+		if left {
+			return ts - lo + 1
+		}
+		return ts + hi + 1
+	}
+	setTimer := func(ctx *clink.KeyedContext[string, intervalSides], st *intervalSides, at int64) {
+		if !st.HasTimer || at < st.Timer {
+			ctx.RegisterEventTimeTimer(at)
+			st.Timer, st.HasTimer = at, true
+		}
+	}
+	return clink.KeyedProcess(ks, n.UID(), clink.KeyedProcessFunction[string, types.Row, intervalSides, types.Row]{
+		ProcessElement: func(ctx *clink.KeyedContext[string, intervalSides], r types.Row, out *clink.Collector[types.Row]) error {
+			ts := ctx.Timestamp()
+			left := isLeft(r)
+			row := types.Row{Values: r.Values[:len(r.Values)-1]}
+			st, _ := ctx.Value()
+			mine, other := st.Left, st.Right
+			if !left {
+				mine, other = st.Right, st.Left
+			}
+			me := timedRow{Row: row, Ts: ts}
+			copied := false
+			if !nullKey(keys, left, row) {
+				for i, o := range other {
+					// left.ts - right.ts must lie in [lo, hi].
+					d := ts - o.Ts
+					if !left {
+						d = o.Ts - ts
+					}
+					if d < lo || d > hi {
+						continue
+					}
+					a, c, lts := row.Values, o.Row.Values, ts
+					if !left {
+						a, c, lts = c, a, o.Ts
+					}
+					ok, err := j.matches(a, c)
+					if err != nil {
+						return err
+					}
+					if !ok {
+						continue
+					}
+					me.Matched = true
+					if !o.Matched {
+						if !copied {
+							// The held list may be in a checkpoint.
+							other, copied = append([]timedRow(nil), other...), true
+						}
+						other[i].Matched = true
+					}
+					out.CollectWithTimestamp(j.joined(changelog.Insert, a, c), lts)
+				}
+			}
+			if e := expiry(left, ts); e > ctx.CurrentWatermark() {
+				// Appending writes past the end of the held list, never
+				// into it.
+				mine = append(mine, me)
+				setTimer(ctx, &st, e)
+			} else if !me.Matched {
+				// Too late to be met by rows still to come.
+				if left && typ.LeftOuter() {
+					out.CollectWithTimestamp(j.joined(changelog.Insert, row.Values, j.nullsR), ts)
+				} else if !left && typ.RightOuter() {
+					out.Collect(j.joined(changelog.Insert, j.nullsL, row.Values))
+				}
+			}
+			if left {
+				st.Left, st.Right = mine, other
+			} else {
+				st.Left, st.Right = other, mine
+			}
+			if len(st.Left) > 0 || len(st.Right) > 0 {
+				ctx.SetValue(st)
+			}
+			return nil
+		},
+		OnTimer: func(ctx *clink.KeyedContext[string, intervalSides], now int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
+			st, ok := ctx.Value()
+			if !ok {
+				return nil
+			}
+			wm := ctx.CurrentWatermark()
+			next := &intervalSides{}
+			for _, x := range st.Left {
+				switch {
+				case expiry(true, x.Ts) > wm:
+					next.Left = append(next.Left, x)
+				case !x.Matched && typ.LeftOuter():
+					out.CollectWithTimestamp(j.joined(changelog.Insert, x.Row.Values, j.nullsR), x.Ts)
+				}
+			}
+			for _, x := range st.Right {
+				switch {
+				case expiry(false, x.Ts) > wm:
+					next.Right = append(next.Right, x)
+				case !x.Matched && typ.RightOuter():
+					out.Collect(j.joined(changelog.Insert, j.nullsL, x.Row.Values))
+				}
+			}
+			if len(next.Left) == 0 && len(next.Right) == 0 {
+				ctx.Clear()
+				return nil
+			}
+			// A timer at the earliest expiry of what is left.
+			first := int64(math.MaxInt64)
+			for _, x := range next.Left {
+				first = min(first, expiry(true, x.Ts))
+			}
+			for _, x := range next.Right {
+				first = min(first, expiry(false, x.Ts))
+			}
+			setTimer(ctx, next, first)
+			ctx.SetValue(*next)
+			return nil
+		},
+	})
+}
+
+// windowSides is one join key's and window's rows of a window join.
+type windowSides struct {
+	Left, Right []types.Row
+}
+
+func (b *builder) windowJoin(n *planner.WindowJoin) (clink.Stream[types.Row], error) {
+	l, err := b.stream(n.Left)
+	if err != nil {
+		return l, err
+	}
+	r, err := b.stream(n.Right)
+	if err != nil {
+		return r, err
+	}
+	uid := n.UID()
+	nl, nr := len(n.Left.Fields()), len(n.Right.Fields())
+	ks, isLeft := tagSides(l, r, uid, n.Keys)
+	j := &regularJoin{uid: uid, n: &planner.Join{JoinSpec: n.JoinSpec}, nl: nl, nr: nr,
+		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
+	keys, typ := n.Keys, n.Type
+	leftEnd, rightEnd := n.LeftEnd, n.RightEnd
+	return clink.KeyedProcess(ks, uid, clink.KeyedProcessFunction[string, types.Row, windowSides, types.Row]{
+		ProcessElement: func(ctx *clink.KeyedContext[string, windowSides], r types.Row, out *clink.Collector[types.Row]) error {
+			left := isLeft(r)
+			end := r.Values[rightEnd]
+			if left {
+				end = r.Values[leftEnd]
+			}
+			fire := end.EpochMillis() - 1
+			if fire <= ctx.CurrentWatermark() {
+				return nil // the window has been joined already: late
+			}
+			st, _ := ctx.Value()
+			row := types.Row{Values: r.Values[:len(r.Values)-1]}
+			// Appending writes past the end of the list the state holds
+			// (which a checkpoint may be encoding), never into it.
+			if left {
+				st.Left = append(st.Left, row)
+			} else {
+				st.Right = append(st.Right, row)
+			}
+			ctx.SetValue(st)
+			ctx.RegisterEventTimeTimer(fire)
+			return nil
+		},
+		OnTimer: func(ctx *clink.KeyedContext[string, windowSides], ts int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
+			st, ok := ctx.Value()
+			if !ok {
+				return nil
+			}
+			ctx.Clear()
+			matchedR := make([]bool, len(st.Right))
+			for _, a := range st.Left {
+				found := false
+				if !nullKey(keys, true, a) {
+					for i, c := range st.Right {
+						ok, err := j.matches(a.Values, c.Values)
+						if err != nil {
+							return err
+						}
+						if ok {
+							found, matchedR[i] = true, true
+							out.Collect(j.joined(changelog.Insert, a.Values, c.Values))
+						}
+					}
+				}
+				if !found && typ.LeftOuter() {
+					out.Collect(j.joined(changelog.Insert, a.Values, j.nullsR))
+				}
+			}
+			if typ.RightOuter() {
+				for i, c := range st.Right {
+					if !matchedR[i] {
+						out.Collect(j.joined(changelog.Insert, j.nullsL, c.Values))
+					}
+				}
+			}
+			return nil
+		},
+	}), nil
+}
