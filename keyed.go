@@ -143,6 +143,12 @@ func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error
 		return err
 	}
 	m.ctx.value, m.ctx.timers = value, timers
+	if !rs.empty() {
+		// The watermark the operator had reached at the checkpoint: a
+		// record replayed after a restore that was late then is late now,
+		// and windows that fired do not open again.
+		m.ctx.wm = rs.watermark()
+	}
 	if m.extState != nil {
 		ext, err := m.extState(m.backend, m.keyCodec)
 		if err != nil {
@@ -196,7 +202,7 @@ func (m *keyedMember[K, V]) snapshot(id checkpoint.ID) (*store.OperatorSnapshot,
 
 // deferredSnapshot freezes the backend and returns the encoding step.
 func (m *keyedMember[K, V]) deferredSnapshot(id checkpoint.ID) (func() (*store.OperatorSnapshot, error), error) {
-	return backendSnapshot(m.name, id, m.backend, m.shared, runtime.MinWatermark, &m.backendCaptures)
+	return backendSnapshot(m.name, id, m.backend, m.shared, m.ctx.wm, &m.backendCaptures)
 }
 
 func (m *keyedMember[K, V]) endOfInput() error { return nil }

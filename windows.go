@@ -1,8 +1,10 @@
 package clink
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/clinkstream/clink/state"
@@ -253,14 +255,19 @@ func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K], v T, out *Collecto
 	key := ctx.Key()
 	var assigned []Window
 	if w.merge != nil {
-		nw := w.assigner.Assign(ts)[0]
-		if w.late(nw, wm) {
-			out.Collect(windowOutput[K, T, OUT]{Late: true, Record: v})
-			return nil
-		}
-		assigned = []Window{w.mergeSessions(ctx, wins, nw)}
+		// Merge first, then judge lateness on the merged window, as Flink
+		// does: a late record that reaches an open session joins it. A
+		// merged window is never late (the sessions it absorbed are still
+		// open), so only a record whose own window merges with nothing can
+		// be dropped here, and then nothing was stored.
+		assigned = []Window{w.mergeSessions(ctx, wins, w.assigner.Assign(ts)[0])}
 	} else {
 		assigned = w.assigner.Assign(ts)
+		if len(assigned) == 0 {
+			// A gap between sliding windows smaller than their slide: the
+			// record belongs to no window and is not late (Flink skips it).
+			return nil
+		}
 	}
 	dropped := true
 	for _, win := range assigned {
@@ -296,8 +303,8 @@ func (w *windowOp[K, T, ACC, OUT]) element(ctx *windowCtx[K], v T, out *Collecto
 // key it intersects (touching counts, as in Flink), repeatedly, since a
 // grown window may reach windows it did not intersect before. The merged
 // windows' accumulators are merged into the result, which is stored under
-// the merged window; their own entries and timers are deleted. It returns
-// the window the record belongs to.
+// the merged window and their own entries are deleted. It returns the
+// window the record belongs to.
 func (w *windowOp[K, T, ACC, OUT]) mergeSessions(ctx *windowCtx[K], wins *state.MapState[K, Window, ACC], nw Window) Window {
 	key := ctx.Key()
 	var acc ACC
@@ -313,6 +320,10 @@ func (w *windowOp[K, T, ACC, OUT]) mergeSessions(ctx *windowCtx[K], wins *state.
 		if len(hit) == 0 {
 			break
 		}
+		// In time order, whatever order the state gives them: merging
+		// accumulators (a float sum, a session's rows) in the same order
+		// every run keeps results equal across restores.
+		slices.SortFunc(hit, func(a, b Window) int { return cmp.Compare(a.Start, b.Start) })
 		for _, win := range hit {
 			a, _ := wins.Get(key, win)
 			if found {
@@ -321,10 +332,10 @@ func (w *windowOp[K, T, ACC, OUT]) mergeSessions(ctx *windowCtx[K], wins *state.
 				acc, found = a, true
 			}
 			wins.Remove(key, win)
-			ctx.DeleteEventTimeTimer(win.MaxTimestamp())
-			if w.lateness > 0 {
-				ctx.DeleteEventTimeTimer(win.MaxTimestamp() + w.lateness)
-			}
+			// The absorbed window's timers stay: another window of the key
+			// may own a timer at the same time (an end meeting an expiry),
+			// and a timer that finds no window ending at its time does
+			// nothing.
 			nw = Window{Start: min(win.Start, nw.Start), End: max(win.End, nw.End)}
 		}
 	}

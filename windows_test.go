@@ -227,3 +227,35 @@ func TestLateRecordsAndAllowedLateness(t *testing.T) {
 		t.Errorf("with lateness, %d results emitted, want 5 (4 windows + 1 re-fire)", emitted)
 	}
 }
+
+// TestLateRecordJoinsOpenSession: a record behind the watermark whose own
+// session would be late still joins an open session it reaches, as in
+// Flink (lateness is judged after merging); one that reaches none is late.
+func TestLateRecordJoinsOpenSession(t *testing.T) {
+	evs := []event{
+		{"k1", 10_000, 1},
+		{"k2", 20_000, 1},  // watermark 19999: [3000,18000) alone would be late
+		{"k1", 3_000, 10},  // reaches k1's open session [10000,25000)
+		{"k2", 1_000, 100}, // reaches nothing: late
+	}
+	got, late, _ := runWindows(t, evs, clink.SessionWindows(15*time.Second), 0, 0, 1, 1)
+	if want := (sumCount{Sum: 11, Count: 2}); got[winKey{"k1", 3_000, 25_000}] != want {
+		t.Errorf("k1's session = %+v (all: %+v), want [3000,25000) %+v", got[winKey{"k1", 3_000, 25_000}], got, want)
+	}
+	if len(late) != 1 || late[0].Ts != 1_000 {
+		t.Errorf("late output = %+v, want only the record at 1000", late)
+	}
+}
+
+// TestSlidingGapsAreNotLate: with a size below the slide, a record in a
+// gap between windows belongs to none and is skipped, not reported late.
+func TestSlidingGapsAreNotLate(t *testing.T) {
+	evs := []event{{"a", 100, 1}, {"a", 700, 1}, {"a", 1100, 1}}
+	got, late, _ := runWindows(t, evs, clink.SlidingWindows(500*time.Millisecond, time.Second), 0, 0, 1, 1)
+	if len(late) != 0 {
+		t.Errorf("late output = %+v, want none", late)
+	}
+	if got[winKey{"a", 0, 500}] != (sumCount{Sum: 1, Count: 1}) || got[winKey{"a", 1000, 1500}] != (sumCount{Sum: 1, Count: 1}) {
+		t.Errorf("windows = %+v", got)
+	}
+}
