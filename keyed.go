@@ -102,6 +102,15 @@ func (c *KeyedContext[K, V]) Value() (V, bool) { return c.value.Get(c.key) }
 // SetValue sets the current key's state.
 func (c *KeyedContext[K, V]) SetValue(v V) { c.value.Put(c.key, v) }
 
+// UpdateValue sets the current key's state to what f returns for the
+// current one (ok false: none); keep false clears it. With
+// KeyedProcessFunction.ValueCopy set, f may change the value it gets in
+// place and return it; otherwise it must treat it as read-only (a
+// checkpoint may still be writing it out).
+func (c *KeyedContext[K, V]) UpdateValue(f func(v V, ok bool) (nv V, keep bool)) {
+	c.value.Update(c.key, f)
+}
+
 // Clear removes the current key's state.
 func (c *KeyedContext[K, V]) Clear() { c.value.Delete(c.key) }
 
@@ -124,6 +133,9 @@ type keyedMember[K comparable, V any] struct {
 	onTimer func(domain TimeDomain) error
 	// extState registers further keyed state (KeyedProcessFunction.state).
 	extState func(b state.Backend, kc state.Codec[K]) (any, error)
+	// valueCodec and valueCopy are KeyedProcessFunction's, or nil.
+	valueCodec state.Codec[V]
+	valueCopy  func(V) V
 }
 
 func (m *keyedMember[K, V]) uid() string { return m.name }
@@ -134,7 +146,15 @@ func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error
 		return err
 	}
 	m.backend, m.shared = b, tc.Shared
-	value, err := state.NewValue(m.backend, "value", m.keyCodec, state.CodecFor[V]())
+	vc := m.valueCodec
+	if vc == nil {
+		vc = state.CodecFor[V]()
+	}
+	var opts []state.StateOption
+	if m.valueCopy != nil {
+		opts = append(opts, state.WithCopy(m.valueCopy))
+	}
+	value, err := state.NewValue(m.backend, "value", m.keyCodec, vc, opts...)
 	if err != nil {
 		return err
 	}
@@ -232,6 +252,14 @@ type KeyedProcessFunction[K comparable, T, V, U any] struct {
 	// OnTimer handles a timer of ctx.Key() that fired at ts; ctx's value
 	// state is the key's. Results carry the timer's timestamp.
 	OnTimer func(ctx *KeyedContext[K, V], ts int64, domain TimeDomain, out *Collector[U]) error
+	// ValueCodec, when set, encodes the value state in checkpoints instead
+	// of state.CodecFor[V]: for values the reflection codec cannot encode
+	// (interfaces) or encodes slowly.
+	ValueCodec state.Codec[V]
+	// ValueCopy, when set, deep-copies a value; it lets
+	// KeyedContext.UpdateValue hand out values for change in place (see
+	// state.WithCopy).
+	ValueCopy func(V) V
 	// state, when set, registers the operator's further keyed state with
 	// each subtask's backend after the value state and timers; what it
 	// returns is the context's ext. The window operator keeps its
@@ -246,7 +274,11 @@ type KeyedProcessFunction[K comparable, T, V, U any] struct {
 func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, f KeyedProcessFunction[K, T, V, U]) Stream[U] {
 	up := ks.stream.node
 	env := up.env
-	checkStateTypes[K, V](env, name)
+	if f.ValueCodec == nil {
+		checkStateTypes[K, V](env, name)
+	} else {
+		checkStateTypes[K, struct{}](env, name)
+	}
 	if f.ProcessElement == nil {
 		env.fail(fmt.Errorf("keyed process %q: ProcessElement is nil", name))
 	}
@@ -256,7 +288,8 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts, extState: f.state}
+		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts, extState: f.state,
+			valueCodec: f.ValueCodec, valueCopy: f.ValueCopy}
 		bc.add(m)
 		cnt := bc.counters(name)
 		down := o.(*out[U])

@@ -84,3 +84,17 @@ CREATE TABLE out (id BIGINT, price BIGINT) WITH ('connector' = 'blackhole');
 INSERT INTO out SELECT id, price FROM src WHERE price > 10;
 `)
 }
+
+// BenchmarkGroupCountDistinct: datagen → GROUP BY k (10 keys) with
+// COUNT(*), SUM and COUNT(DISTINCT) of a value with many distinct values →
+// blackhole: the updating aggregate with its accumulators kept live in
+// state (a distinct set grows to hundreds of thousands of values).
+func BenchmarkGroupCountDistinct(b *testing.B) {
+	benchScript(b, `
+CREATE TABLE src (k BIGINT, u BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d',
+  'fields.k.min' = '1', 'fields.k.max' = '10', 'fields.u.min' = '1', 'fields.u.max' = '10000000');
+CREATE TABLE out (k BIGINT, c BIGINT, s BIGINT, d BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO out SELECT k, COUNT(*), SUM(u), COUNT(DISTINCT u) FROM src GROUP BY k;
+`)
+}

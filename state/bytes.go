@@ -521,7 +521,7 @@ func newBytesValue[K comparable, V any](b BytesBackend, name string, kc Codec[K]
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckCodec[V](); err != nil {
+	if err := codecError(vc); err != nil {
 		return nil, fmt.Errorf("state %q: its value cannot be checkpointed: %w", name, err)
 	}
 	t := &bytesValue[K, V]{bytesCore: c, vc: vc}
@@ -620,7 +620,7 @@ func newBytesList[K comparable, E any](b BytesBackend, name string, kc Codec[K],
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckCodec[E](); err != nil {
+	if err := codecError(ec); err != nil {
 		return nil, fmt.Errorf("state %q: its value cannot be checkpointed: %w", name, err)
 	}
 	t := &bytesList[K, E]{bytesCore: c, ec: ec}

@@ -16,6 +16,8 @@ type StateOption func(*stateConfig)
 type stateConfig struct {
 	ttl time.Duration
 	now func() int64
+	// copy is WithCopy's function, a func(V) V of the state's value type.
+	copy any
 }
 
 // WithTTL expires an entry ttl after its last write (Flink's
@@ -26,6 +28,14 @@ func WithTTL(ttl time.Duration) StateOption { return func(c *stateConfig) { c.tt
 // WithClock sets the processing-time clock TTL reads, in milliseconds
 // (default: the wall clock).
 func WithClock(now func() int64) StateOption { return func(c *stateConfig) { c.now = now } }
+
+// WithCopy gives a value state a deep copy of its values, so that
+// ValueState.Update may hand out values for change in place: on the memory
+// backend, a value the last checkpoint capture may still hold reaches
+// Update's function as a copy (once per key and checkpoint), and any other
+// as itself. Without it, Update's function must not change the value it
+// gets. Only NewValue takes it.
+func WithCopy[V any](copy func(V) V) StateOption { return func(c *stateConfig) { c.copy = copy } }
 
 func wallMillis() int64 { return time.Now().UnixMilli() }
 
@@ -139,7 +149,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	if err := CheckCodec[K](); err != nil {
 		return nil, fmt.Errorf("state %q: its key cannot be checkpointed: %w", name, err)
 	}
-	if err := CheckCodec[V](); err != nil {
+	if err := codecError(vc); err != nil {
 		return nil, fmt.Errorf("state %q: its value cannot be checkpointed: %w", name, err)
 	}
 	cfg := stateConfig{now: wallMillis}

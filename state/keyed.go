@@ -3,6 +3,7 @@ package state
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 )
 
@@ -43,11 +44,42 @@ func NewValue[K comparable, V any](b Backend, name string, kc Codec[K], vc Codec
 		}
 		return &ValueState[K, V]{b: bt}, nil
 	}
-	t, err := newCowTable(m, name, kc, vc, nil, opts)
+	var cfg stateConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var clone func(V) V
+	if cfg.copy != nil {
+		f, ok := cfg.copy.(func(V) V)
+		if !ok {
+			return nil, fmt.Errorf("state %q: WithCopy copies %T, the state's values are %s", name, cfg.copy, reflect.TypeFor[V]())
+		}
+		clone = f
+	}
+	t, err := newCowTable(m, name, kc, vc, clone, opts)
 	if err != nil {
 		return nil, err
 	}
 	return &ValueState[K, V]{t: t}, nil
+}
+
+// Update sets the value of k to what f returns for the current one (ok
+// false: k has none); f's keep false deletes it. With WithCopy, f may
+// change the value it gets in place and return it (see WithCopy); on a
+// byte-store backend it always gets a decoded copy.
+func (s *ValueState[K, V]) Update(k K, f func(v V, ok bool) (V, bool)) {
+	if s.b != nil {
+		v, ok := s.b.get(k)
+		nv, keep := f(v, ok)
+		switch {
+		case keep:
+			s.b.put(k, nv)
+		case ok:
+			s.b.delete(k)
+		}
+		return
+	}
+	s.t.update(k, f)
 }
 
 // Get returns the value of k and whether it is set.

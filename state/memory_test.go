@@ -828,3 +828,61 @@ func BenchmarkMemoryCapturePersist10M(b *testing.B) {
 	b.SetBytes(bytes)
 	b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 }
+
+// TestValueUpdateWithCopy: with WithCopy, Update changes a value in place
+// until a capture, then hands out a copy once, so the captured value stays
+// as it was while the live one moves on.
+func TestValueUpdateWithCopy(t *testing.T) {
+	type box struct{ N []int64 }
+	copies := 0
+	cp := func(b *box) *box { copies++; return &box{N: slices.Clone(b.N)} }
+	b := openMemory(t, 8)
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[*box](), state.WithCopy(cp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(x int64) {
+		v.Update(1, func(bx *box, ok bool) (*box, bool) {
+			if !ok {
+				bx = &box{}
+			}
+			bx.N = append(bx.N, x)
+			return bx, true
+		})
+	}
+	add(1)
+	add(2)
+	if copies != 0 {
+		t.Fatalf("%d copies before any capture", copies)
+	}
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(3)
+	add(4)
+	if copies != 1 {
+		t.Fatalf("%d copies after a capture and two updates, want 1", copies)
+	}
+	r := openMemory(t, 8)
+	if err := r.Restore([][]state.KeyGroupData{persistCaptured(t, c)}); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[*box]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rv.Get(1); !slices.Equal(got.N, []int64{1, 2}) {
+		t.Errorf("the capture holds %v, want [1 2]", got.N)
+	}
+	if got, _ := v.Get(1); !slices.Equal(got.N, []int64{1, 2, 3, 4}) {
+		t.Errorf("the live value is %v, want [1 2 3 4]", got.N)
+	}
+	v.Update(1, func(bx *box, ok bool) (*box, bool) { return nil, false })
+	if _, ok := v.Get(1); ok {
+		t.Error("Update with keep false left the value")
+	}
+	if _, err := state.NewValue(b, "w", state.CodecFor[int64](), state.CodecFor[int64](), state.WithCopy(cp)); err == nil {
+		t.Error("WithCopy of *box accepted for int64 values")
+	}
+}

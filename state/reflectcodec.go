@@ -71,6 +71,15 @@ func (c reflectCodec[T]) Decode(src []byte) (T, int, error) {
 // programming error the plan should have refused (see CheckCodec).
 type unsupportedCodec[T any] struct{ err error }
 
+// codecError returns why c cannot encode its type: the error of a codec
+// CodecFor could not build, nil for any other codec (a caller's own).
+func codecError[T any](c Codec[T]) error {
+	if u, ok := c.(unsupportedCodec[T]); ok {
+		return u.err
+	}
+	return nil
+}
+
 func (c unsupportedCodec[T]) Append([]byte, T) []byte { panic(c.err.Error()) }
 func (c unsupportedCodec[T]) Decode([]byte) (T, int, error) {
 	var v T

@@ -38,6 +38,7 @@
 package exec
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -313,11 +314,67 @@ func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Ro
 	return clink.AssignTimestamps(in, n.UID(), ts, time.Duration(n.DelayMs-1)*time.Millisecond), nil
 }
 
-// aggState is one group's state: how many rows it holds and the encoded
-// accumulators.
-type aggState struct {
-	Count int64
-	Accs  [][]byte
+// groupState is one group's state: how many rows it holds and its live
+// accumulators. The value state copies it (groupState.clone) the first time
+// a group changes after a checkpoint captured it, so the accumulators are
+// changed in place otherwise; groupCodec writes them into checkpoints.
+type groupState struct {
+	count int64
+	accs  []expr.Accumulator
+}
+
+func (g *groupState) clone() *groupState {
+	c := &groupState{count: g.count, accs: make([]expr.Accumulator, len(g.accs))}
+	for i, a := range g.accs {
+		c.accs[i] = a.Clone()
+	}
+	return c
+}
+
+// groupCodec encodes a groupState: the row count, then each accumulator's
+// encoding with its length.
+type groupCodec struct {
+	aggs []planner.AggCall
+	uid  string
+}
+
+func (c groupCodec) Append(dst []byte, g *groupState) []byte {
+	dst = binary.AppendVarint(dst, g.count)
+	for _, a := range g.accs {
+		enc, err := a.MarshalBinary()
+		if err != nil {
+			// The accumulators of sql/expr encode without failing; a
+			// failure would be a bug, and a checkpoint must not hide it.
+			panic(fmt.Sprintf("operator %s: encoding an accumulator: %v", c.uid, err))
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(enc)))
+		dst = append(dst, enc...)
+	}
+	return dst
+}
+
+func (c groupCodec) Decode(src []byte) (*groupState, int, error) {
+	g := &groupState{accs: make([]expr.Accumulator, len(c.aggs))}
+	n, m := binary.Varint(src)
+	if m <= 0 {
+		return nil, 0, fmt.Errorf("operator %s: group state: bad row count", c.uid)
+	}
+	g.count, src = n, src[m:]
+	used := m
+	for i, a := range c.aggs {
+		l, m := binary.Uvarint(src)
+		if m <= 0 || l > uint64(len(src)-m) {
+			return nil, 0, fmt.Errorf("operator %s: group state: %s's accumulator is truncated", c.uid, a.Text)
+		}
+		acc, err := a.Func.Decode(src[m : m+int(l)])
+		if err != nil {
+			return nil, 0, fmt.Errorf("operator %s: %w", c.uid, err)
+		}
+		g.accs[i] = acc
+		src = src[m+int(l):]
+		used += m + int(l)
+	}
+	return g, used, nil
 }
 
 func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.Row], error) {
@@ -343,73 +400,68 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		}
 		return vals
 	}
-	fn := func(ctx *clink.KeyedContext[string, aggState], r types.Row, out *clink.Collector[types.Row]) error {
-		st, had := ctx.Value()
+	fn := func(ctx *clink.KeyedContext[string, *groupState], r types.Row, out *clink.Collector[types.Row]) error {
 		add := r.Kind.IsAccumulate()
-		if !had && !add {
-			// A retraction of a group this operator does not hold (its state
-			// expired or never existed): nothing to retract, as in Flink.
-			return nil
-		}
-		accs := make([]expr.Accumulator, len(aggs))
-		for i, a := range aggs {
-			if had {
-				acc, err := a.Func.Decode(st.Accs[i])
+		var prev, now []types.Value
+		var ferr error
+		had := false
+		ctx.UpdateValue(func(st *groupState, ok bool) (*groupState, bool) {
+			had = ok
+			if !ok {
+				if !add {
+					// A retraction of a group this operator does not hold
+					// (its state expired or never existed): nothing to
+					// retract, as in Flink.
+					return nil, false
+				}
+				st = &groupState{accs: make([]expr.Accumulator, len(aggs))}
+				for i, a := range aggs {
+					st.accs[i] = a.Func.New()
+				}
+			} else {
+				prev = result(r, st.accs)
+			}
+			for i, a := range aggs {
+				if a.Filter >= 0 {
+					if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
+						continue
+					}
+				}
+				v := types.Null
+				if a.Arg >= 0 {
+					v = r.Values[a.Arg]
+				}
+				var err error
+				if add {
+					err = st.accs[i].Add(v)
+				} else {
+					err = st.accs[i].Retract(v)
+				}
 				if err != nil {
-					return fmt.Errorf("operator %s: %w", uid, err)
-				}
-				accs[i] = acc
-			} else {
-				accs[i] = a.Func.New()
-			}
-		}
-		var prev []types.Value
-		if had {
-			prev = result(r, accs)
-		}
-		for i, a := range aggs {
-			if a.Filter >= 0 {
-				if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
-					continue
+					// The accumulators may be half-changed: fail the job
+					// (the state is restored from the last checkpoint).
+					ferr = fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
+					return st, true
 				}
 			}
-			v := types.Null
-			if a.Arg >= 0 {
-				v = r.Values[a.Arg]
-			}
-			var err error
 			if add {
-				err = accs[i].Add(v)
+				st.count++
 			} else {
-				err = accs[i].Retract(v)
+				st.count--
 			}
-			if err != nil {
-				return fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
+			if st.count <= 0 {
+				return nil, false
 			}
-		}
-		if add {
-			st.Count++
-		} else {
-			st.Count--
-		}
-		if st.Count <= 0 {
-			ctx.Clear()
+			now = result(r, st.accs)
+			return st, true
+		})
+		switch {
+		case ferr != nil:
+			return ferr
+		case now == nil:
 			if had {
 				out.Collect(types.Row{Kind: changelog.Delete, Values: prev})
 			}
-			return nil
-		}
-		st.Accs = make([][]byte, len(accs))
-		for i, a := range accs {
-			enc, err := a.MarshalBinary()
-			if err != nil {
-				return fmt.Errorf("operator %s: encoding %s: %w", uid, aggs[i].Text, err)
-			}
-			st.Accs[i] = enc
-		}
-		ctx.SetValue(st)
-		now := result(r, accs)
-		switch {
 		case !had:
 			out.Collect(types.Row{Kind: changelog.Insert, Values: now})
 		case !sameValues(prev, now):
@@ -418,7 +470,11 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		}
 		return nil
 	}
-	return clink.Process(clink.KeyBy(in, keyOf), uid, fn), nil
+	return clink.KeyedProcess(clink.KeyBy(in, keyOf), uid, clink.KeyedProcessFunction[string, types.Row, *groupState, types.Row]{
+		ProcessElement: fn,
+		ValueCodec:     groupCodec{aggs: aggs, uid: uid},
+		ValueCopy:      (*groupState).clone,
+	}), nil
 }
 
 // sameValues compares two result rows, NULL equal to NULL: an unchanged

@@ -51,6 +51,9 @@ type Accumulator interface {
 	// Result returns the current result; NULL when no value was added
 	// (COUNT gives 0).
 	Result() types.Value
+	// Clone returns an independent copy: changing either leaves the other
+	// as it was.
+	Clone() Accumulator
 	encoding.BinaryMarshaler
 	encoding.BinaryUnmarshaler
 }
@@ -203,6 +206,8 @@ func (a *countAcc) Retract(v types.Value) error {
 	return nil
 }
 
+func (a *countAcc) Clone() Accumulator { c := *a; return &c }
+
 func (a *countAcc) Merge(o Accumulator) error {
 	b, ok := o.(*countAcc)
 	if !ok {
@@ -272,6 +277,9 @@ func (a *sumAcc) Retract(v types.Value) error {
 	}
 	return nil
 }
+
+// Clone copies the sums; a DECIMAL sum's Value is immutable.
+func (a *sumAcc) Clone() Accumulator { c := *a; return &c }
 
 func (a *sumAcc) Merge(o Accumulator) error {
 	b, ok := o.(*sumAcc)
@@ -389,6 +397,8 @@ func (a *minMaxAcc) Retract(types.Value) error {
 	return errors.New("MIN/MAX over an updating input needs an accumulator made with AggSpec.Retract")
 }
 
+func (a *minMaxAcc) Clone() Accumulator { c := *a; return &c }
+
 func (a *minMaxAcc) Merge(o Accumulator) error {
 	b, ok := o.(*minMaxAcc)
 	if !ok {
@@ -463,6 +473,25 @@ func (a *minMaxRetractAcc) addN(v types.Value, n int64) {
 }
 
 func (a *minMaxRetractAcc) Retract(v types.Value) error { a.addN(v, -1); return nil }
+
+func (a *minMaxRetractAcc) Clone() Accumulator {
+	c := *a
+	c.vals = cloneCounted(a.vals)
+	return &c
+}
+
+// cloneCounted copies a multiset of values.
+func cloneCounted(m map[string]*counted) map[string]*counted {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]*counted, len(m))
+	for k, v := range m {
+		cv := *v
+		c[k] = &cv
+	}
+	return c
+}
 
 func (a *minMaxRetractAcc) Merge(o Accumulator) error {
 	b, ok := o.(*minMaxRetractAcc)
@@ -580,6 +609,10 @@ func (a *distinctAcc) Retract(v types.Value) error {
 		return a.inner.Retract(v)
 	}
 	return nil
+}
+
+func (a *distinctAcc) Clone() Accumulator {
+	return &distinctAcc{inner: a.inner.Clone(), seen: cloneCounted(a.seen)}
 }
 
 func (a *distinctAcc) Merge(o Accumulator) error {

@@ -160,6 +160,43 @@ func TestAggregateMerge(t *testing.T) {
 	}
 }
 
+// TestAccumulatorClone: a clone and its original change independently,
+// the retracting and distinct multisets included.
+func TestAccumulatorClone(t *testing.T) {
+	for _, spec := range []AggSpec{
+		{Name: "COUNT"},
+		{Name: "SUM", Args: []types.Type{types.IntType}},
+		{Name: "AVG", Args: []types.Type{types.DecimalOf(10, 2)}},
+		{Name: "MIN", Args: []types.Type{types.IntType}},
+		{Name: "MAX", Args: []types.Type{types.IntType}, Retract: true},
+		{Name: "COUNT", Distinct: true, Args: []types.Type{types.IntType}},
+		{Name: "SUM", Distinct: true, Args: []types.Type{types.IntType}, Retract: true},
+	} {
+		f := mustAgg(t, spec)
+		a := f.New()
+		for _, v := range ints(5, 3, 9) {
+			_ = a.Add(v)
+		}
+		before := a.Result().String()
+		c := a.Clone()
+		for _, v := range ints(20, 1, 7) {
+			_ = a.Add(v)
+		}
+		if spec.Retract {
+			_ = a.Retract(types.Int32(9))
+		}
+		if got := c.Result().String(); got != before {
+			t.Errorf("%+v: the clone changed with its original: %s, was %s", spec, got, before)
+		}
+		after := a.Result().String()
+		_ = c.Add(types.Int32(100))
+		_ = c.Add(types.Int32(-100))
+		if got := a.Result().String(); got != after {
+			t.Errorf("%+v: the original changed with its clone: %s, was %s", spec, got, after)
+		}
+	}
+}
+
 func FuzzAccumulatorDecode(f *testing.F) {
 	specs := []AggSpec{
 		{Name: "COUNT"},
