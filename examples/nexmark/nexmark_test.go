@@ -445,6 +445,27 @@ func compare(t *testing.T, got, want map[string]int) {
 	}
 }
 
+func TestLocate(t *testing.T) {
+	script, err := nexmark.Script("q0", params(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _ := nexmark.Query("q0")
+	line := slices.IndexFunc(strings.Split(q, "\n"), func(l string) bool { return strings.HasPrefix(l, "SELECT auction, ") }) + 1
+	_, err = sql.Prepare(strings.Replace(script, "SELECT auction, ", "SELECT auctionn, ", 1), sql.Options{Stdout: io.Discard})
+	want := fmt.Sprintf("column 'auctionn' not found in table 'bid'; did you mean 'auction'? at q0.sql line %d, column 8", line)
+	if got := nexmark.Locate("q0", err); line == 0 || err == nil || got.Error() != want {
+		t.Errorf("Locate(%v) = %v, want %s", err, got, want)
+	}
+	ddl := strings.Split(script, "\n")
+	line = slices.IndexFunc(ddl, func(l string) bool { return strings.Contains(l, "'events.num'") }) + 1
+	_, err = sql.Prepare(strings.Replace(script, "'events.num' = '", "'events.num' = 'x", 1), sql.Options{Stdout: io.Discard})
+	want = fmt.Sprintf("at ddl.sql line %d, column 5", line)
+	if got := nexmark.Locate("q0", err); err == nil || !strings.HasSuffix(got.Error(), want) {
+		t.Errorf("Locate(%v) = %v, want a message ending %q", err, got, want)
+	}
+}
+
 func TestCountChar(t *testing.T) {
 	for _, tc := range []struct {
 		s, c string

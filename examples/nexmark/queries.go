@@ -18,6 +18,7 @@ package nexmark
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"slices"
@@ -25,7 +26,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/clinkstream/clink/sql/ast"
 	"github.com/clinkstream/clink/sql/expr"
+	"github.com/clinkstream/clink/sql/parser"
 	"github.com/clinkstream/clink/sql/types"
 )
 
@@ -103,6 +106,34 @@ func Script(name string, p Params) (string, error) {
 		"${SIDE_INPUT}", p.SideInput,
 	)
 	return r.Replace(string(ddl)) + "\n" + r.Replace(q), nil
+}
+
+// Locate rewrites the position of an error that sql.Prepare reported for
+// Script(name, ...) so that it names the file and the line in it:
+// "JOIN is not supported yet at q5.sql line 17, column 7". Other errors
+// are returned as they are.
+func Locate(name string, err error) error {
+	ddl, _ := files.ReadFile("ddl.sql")
+	lines := strings.Count(string(ddl), "\n") + 1 // Script adds a newline
+	var pos *ast.Pos
+	var msg string
+	var te *types.Error
+	var pe *parser.Error
+	switch {
+	case errors.As(err, &te):
+		pos, msg = &te.Pos, te.Msg
+	case errors.As(err, &pe):
+		pos, msg = &pe.Pos, pe.Msg
+	default:
+		return err
+	}
+	if !pos.IsValid() {
+		return err
+	}
+	if pos.Line > lines {
+		return fmt.Errorf("%s at %s.sql line %d, column %d", msg, name, pos.Line-lines, pos.Col)
+	}
+	return fmt.Errorf("%s at ddl.sql line %d, column %d", msg, pos.Line, pos.Col)
 }
 
 // CountChar is q14's count_char(s, c): how many times the first character
