@@ -119,16 +119,17 @@ func nexmarkConfig(t *catalog.Table) (nexmark.Config, error) {
 }
 
 // nexmarkConverter checks the table's physical columns against the events
-// and returns the function that fills a row's values from an event.
-func nexmarkConverter(t *catalog.Table) (func(*nexmark.Event, []types.Value), error) {
-	var fills []func(*nexmark.Event, []types.Value)
+// and returns the function that makes a row's values from an event.
+func nexmarkConverter(t *catalog.Table) (func(*nexmark.Event) []types.Value, error) {
+	var fills []func(e *nexmark.Event, vals, spare []types.Value)
+	maxFields := 0
 	for i, c := range t.Physical() {
 		if c.Name == "event_type" {
 			if !c.Type.Kind.IsInteger() {
 				return nil, &types.Error{Pos: c.Pos, Msg: fmt.Sprintf("nexmark column 'event_type' must be an integer (INT), not %s", c.Type)}
 			}
 			k := c.Type.Kind
-			fills = append(fills, func(e *nexmark.Event, vals []types.Value) { vals[i] = types.IntOf(k, int64(e.Type)) })
+			fills = append(fills, func(e *nexmark.Event, vals, _ []types.Value) { vals[i] = types.IntOf(k, int64(e.Type)) })
 			continue
 		}
 		kinds, ok := nexmarkFieldKinds[c.Name]
@@ -153,23 +154,29 @@ func nexmarkConverter(t *catalog.Table) (func(*nexmark.Event, []types.Value), er
 			get[j] = nexmarkField(c.Name, f.Name, f.Type)
 		}
 		et := map[string]nexmark.EventType{"person": nexmark.PersonEvent, "auction": nexmark.AuctionEvent, "bid": nexmark.BidEvent}[c.Name]
-		n := len(get)
-		fills = append(fills, func(e *nexmark.Event, vals []types.Value) {
+		fills = append(fills, func(e *nexmark.Event, vals, spare []types.Value) {
 			if e.Type != et {
 				vals[i] = types.NullOf(types.KindRow)
 				return
 			}
-			fs := make([]types.Value, n)
+			fs := spare[:len(get):len(get)]
 			for j, g := range get {
 				fs[j] = g(e)
 			}
 			vals[i] = types.RowValue(fs)
 		})
+		maxFields = max(maxFields, len(get))
 	}
-	return func(e *nexmark.Event, vals []types.Value) {
+	width := len(fills)
+	// One allocation holds a row's values and the fields of its one
+	// non-NULL ROW.
+	return func(e *nexmark.Event) []types.Value {
+		buf := make([]types.Value, width+maxFields)
+		vals := buf[:width:width]
 		for _, f := range fills {
-			f(e, vals)
+			f(e, vals, buf[width:])
 		}
+		return vals
 	}, nil
 }
 
@@ -267,12 +274,9 @@ func nexmarkScan(b *builder, n *planner.Scan) (clink.Stream[types.Row], error) {
 	if v, ok := t.Options["scan.parallelism"]; ok {
 		par, _ = strconv.Atoi(v)
 	}
-	width := len(t.Physical())
 	events := clink.FromSource(b.env, n.UID(), par, connector.Source[nexmark.Event](src))
 	rows := clink.Map(events, n.UID()+".rows", func(e nexmark.Event) types.Row {
-		vals := make([]types.Value, width)
-		fill(&e, vals)
-		return types.Row{Kind: changelog.Insert, Values: vals}
+		return types.Row{Kind: changelog.Insert, Values: fill(&e)}
 	})
 	return rows, nil
 }
