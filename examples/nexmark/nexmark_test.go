@@ -43,13 +43,19 @@ var unsupported = map[string]string{
 }
 
 // testEvents and the timeline of the correctness runs: 10,000 events at
-// 100 per second of event time from 23:59:00, so that the run crosses a
-// minute and a day.
+// 100 per second of event time from 23:59:40, so that the run crosses
+// minutes and a day.
 const (
 	testEvents   = 10_000
 	testRate     = 100
-	testBaseTime = 1436918340000 // 2015-07-14 23:59:00 UTC
+	testBaseTime = 1436918380000 // 2015-07-14 23:59:40 UTC
 )
+
+// fewerEvents are the queries that run on fewer events: the group
+// aggregate re-encodes a COUNT(DISTINCT) accumulator's whole set on every
+// row, so q15 and q16 cost the square of their groups' sizes. 3,000 events
+// still cross midnight.
+var fewerEvents = map[string]int64{"q15": 3000, "q16": 3000}
 
 func params(t *testing.T) nexmark.Params {
 	dir := t.TempDir()
@@ -378,6 +384,10 @@ func TestQueriesMatchReference(t *testing.T) {
 	for _, q := range slices.Sorted(maps.Keys(references)) {
 		t.Run(q, func(t *testing.T) {
 			p := params(t)
+			evs := evs
+			if n, ok := fewerEvents[q]; ok {
+				p.Events, evs = n, evs[:n]
+			}
 			script, err := nexmark.Script(q, p)
 			if err != nil {
 				t.Fatal(err)
