@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -31,6 +32,7 @@ type benchOptions struct {
 	parallelism        int
 	checkpointInterval time.Duration
 	json               bool
+	cpuProfile         string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -79,6 +81,7 @@ lacks fail at planning with the planner's error.`,
 	f.IntVar(&o.parallelism, "parallelism", 1, "parallelism of the job")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	return cmd
 }
 
@@ -266,6 +269,17 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	cpu0, _, err := rusage()
 	if err != nil {
 		return nil, err
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return nil, fmt.Errorf("creating the CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("starting the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	t0 := time.Now()
 	runErr := job.run(ctx)
