@@ -2,8 +2,10 @@
 // job: every plan node becomes operators of the root clink API over
 // types.Row, named by the node's uid.
 //
-//	TableSourceScan    clink.FromGenerator (datagen), one source per scan
-//	Calc               clink.FlatMap: chained into the task of its input
+//	TableSourceScan    clink.FromGenerator (datagen), clink.FromSource (nexmark),
+//	                   one source per scan
+//	Calc               clink.FlatMap: chained into the task of its input, one
+//	                   FlatMap with the Calcs that feed it alone
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
 //	                   accumulators (sql/expr) encoded in the key's value state
