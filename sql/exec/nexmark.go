@@ -118,18 +118,44 @@ func nexmarkConfig(t *catalog.Table) (nexmark.Config, error) {
 	return cfg, nil
 }
 
+// nexmarkRow makes a table's rows from events. It is a plain struct with
+// a method, not a set of closures, so that the event it reads stays on the
+// caller's stack.
+type nexmarkRow struct {
+	// cols describe the physical columns in order.
+	cols []nexmarkCol
+	// size[t] is the number of values a row of an event of type t takes:
+	// the columns, then the fields of its one non-NULL ROW.
+	size [3]int
+}
+
+// nexmarkCol is one column: event_type (fields nil) or the ROW of the
+// events of type et, with the fields it declares.
+type nexmarkCol struct {
+	kind   types.Kind // of event_type
+	et     nexmark.EventType
+	row    bool
+	fields []nexmarkFieldOf
+}
+
+// nexmarkFieldOf is one declared field: which of the event's fields it is
+// (a "row.field" name) and the kind and precision it is read as.
+type nexmarkFieldOf struct {
+	name string
+	kind types.Kind
+	prec int
+}
+
 // nexmarkConverter checks the table's physical columns against the events
-// and returns the function that makes a row's values from an event.
-func nexmarkConverter(t *catalog.Table) (func(*nexmark.Event) []types.Value, error) {
-	var fills []func(e *nexmark.Event, vals, spare []types.Value)
-	maxFields := 0
-	for i, c := range t.Physical() {
+// and returns what makes a row's values from an event.
+func nexmarkConverter(t *catalog.Table) (*nexmarkRow, error) {
+	conv := &nexmarkRow{}
+	for _, c := range t.Physical() {
 		if c.Name == "event_type" {
 			if !c.Type.Kind.IsInteger() {
 				return nil, &types.Error{Pos: c.Pos, Msg: fmt.Sprintf("nexmark column 'event_type' must be an integer (INT), not %s", c.Type)}
 			}
-			k := c.Type.Kind
-			fills = append(fills, func(e *nexmark.Event, vals, _ []types.Value) { vals[i] = types.IntOf(k, int64(e.Type)) })
+			conv.cols = append(conv.cols, nexmarkCol{kind: c.Type.Kind})
 			continue
 		}
 		kinds, ok := nexmarkFieldKinds[c.Name]
@@ -139,8 +165,8 @@ func nexmarkConverter(t *catalog.Table) (func(*nexmark.Event) []types.Value, err
 		if c.Type.Kind != types.KindRow {
 			return nil, &types.Error{Pos: c.Pos, Msg: fmt.Sprintf("nexmark column '%s' must be a ROW<...> of %s, not %s", c.Name, fieldList(kinds), c.Type)}
 		}
-		get := make([]func(*nexmark.Event) types.Value, len(c.Type.Fields))
-		for j, f := range c.Type.Fields {
+		col := nexmarkCol{row: true, et: map[string]nexmark.EventType{"person": nexmark.PersonEvent, "auction": nexmark.AuctionEvent, "bid": nexmark.BidEvent}[c.Name]}
+		for _, f := range c.Type.Fields {
 			want, ok := kinds[f.Name]
 			if !ok {
 				return nil, &types.Error{Pos: c.Pos, Msg: fmt.Sprintf("nexmark column '%s' has no field '%s'; its fields are %s", c.Name, f.Name, fieldList(kinds))}
@@ -151,33 +177,42 @@ func nexmarkConverter(t *catalog.Table) (func(*nexmark.Event) []types.Value, err
 				wantName := map[byte]string{'i': "BIGINT", 's': "VARCHAR", 't': "TIMESTAMP(3)"}[want]
 				return nil, &types.Error{Pos: c.Pos, Msg: fmt.Sprintf("nexmark field '%s.%s' must be %s, not %s", c.Name, f.Name, wantName, f.Type)}
 			}
-			get[j] = nexmarkField(c.Name, f.Name, f.Type)
+			col.fields = append(col.fields, nexmarkFieldOf{name: c.Name + "." + f.Name, kind: k, prec: f.Type.Precision})
 		}
-		et := map[string]nexmark.EventType{"person": nexmark.PersonEvent, "auction": nexmark.AuctionEvent, "bid": nexmark.BidEvent}[c.Name]
-		fills = append(fills, func(e *nexmark.Event, vals, spare []types.Value) {
-			if e.Type != et {
-				vals[i] = types.NullOf(types.KindRow)
-				return
+		conv.cols = append(conv.cols, col)
+	}
+	for et := range conv.size {
+		conv.size[et] = len(conv.cols)
+		for _, c := range conv.cols {
+			if c.row && int(c.et) == et {
+				conv.size[et] += len(c.fields)
 			}
-			fs := spare[:len(get):len(get)]
-			for j, g := range get {
-				fs[j] = g(e)
+		}
+	}
+	return conv, nil
+}
+
+// values returns the row of event e, in one allocation.
+func (conv *nexmarkRow) values(e *nexmark.Event) []types.Value {
+	width := len(conv.cols)
+	buf := make([]types.Value, conv.size[e.Type])
+	vals, spare := buf[:width:width], buf[width:]
+	for i, c := range conv.cols {
+		switch {
+		case !c.row:
+			vals[i] = types.IntOf(c.kind, int64(e.Type))
+		case c.et != e.Type:
+			vals[i] = types.NullOf(types.KindRow)
+		default:
+			fs := spare[:len(c.fields):len(c.fields)]
+			spare = spare[len(c.fields):]
+			for j, f := range c.fields {
+				fs[j] = nexmarkField(e, f)
 			}
 			vals[i] = types.RowValue(fs)
-		})
-		maxFields = max(maxFields, len(get))
-	}
-	width := len(fills)
-	// One allocation holds a row's values and the fields of its one
-	// non-NULL ROW.
-	return func(e *nexmark.Event) []types.Value {
-		buf := make([]types.Value, width+maxFields)
-		vals := buf[:width:width]
-		for _, f := range fills {
-			f(e, vals, buf[width:])
 		}
-		return vals
-	}, nil
+	}
+	return vals
 }
 
 func fieldList(kinds map[string]byte) string {
@@ -189,71 +224,66 @@ func fieldList(kinds map[string]byte) string {
 	return strings.Join(names, ", ")
 }
 
-// nexmarkField returns the getter of one field, its value of type t.
-func nexmarkField(row, field string, t types.Type) func(*nexmark.Event) types.Value {
-	k, p := t.Kind, t.Precision
-	i := func(f func(*nexmark.Event) int64) func(*nexmark.Event) types.Value {
-		return func(e *nexmark.Event) types.Value { return types.IntOf(k, f(e)) }
-	}
-	s := func(f func(*nexmark.Event) string) func(*nexmark.Event) types.Value {
-		return func(e *nexmark.Event) types.Value { return types.String(f(e)) }
-	}
-	ts := func(f func(*nexmark.Event) int64) func(*nexmark.Event) types.Value {
-		return func(e *nexmark.Event) types.Value { return types.Timestamp(f(e), 0, p) }
-	}
-	switch row + "." + field {
+// nexmarkField returns one field of e as f declares it; the converter has
+// checked that the event has it.
+func nexmarkField(e *nexmark.Event, f nexmarkFieldOf) types.Value {
+	i := func(v int64) types.Value { return types.IntOf(f.kind, v) }
+	s := types.String
+	ts := func(ms int64) types.Value { return types.Timestamp(ms, 0, f.prec) }
+	p, a, b := &e.Person, &e.Auction, &e.Bid
+	switch f.name {
 	case "person.id":
-		return i(func(e *nexmark.Event) int64 { return e.Person.ID })
+		return i(p.ID)
 	case "person.name":
-		return s(func(e *nexmark.Event) string { return e.Person.Name })
+		return s(p.Name)
 	case "person.emailAddress":
-		return s(func(e *nexmark.Event) string { return e.Person.EmailAddress })
+		return s(p.EmailAddress)
 	case "person.creditCard":
-		return s(func(e *nexmark.Event) string { return e.Person.CreditCard })
+		return s(p.CreditCard)
 	case "person.city":
-		return s(func(e *nexmark.Event) string { return e.Person.City })
+		return s(p.City)
 	case "person.state":
-		return s(func(e *nexmark.Event) string { return e.Person.State })
+		return s(p.State)
 	case "person.dateTime":
-		return ts(func(e *nexmark.Event) int64 { return e.Person.DateTime })
+		return ts(p.DateTime)
 	case "person.extra":
-		return s(func(e *nexmark.Event) string { return e.Person.Extra })
+		return s(p.Extra)
 	case "auction.id":
-		return i(func(e *nexmark.Event) int64 { return e.Auction.ID })
+		return i(a.ID)
 	case "auction.itemName":
-		return s(func(e *nexmark.Event) string { return e.Auction.ItemName })
+		return s(a.ItemName)
 	case "auction.description":
-		return s(func(e *nexmark.Event) string { return e.Auction.Description })
+		return s(a.Description)
 	case "auction.initialBid":
-		return i(func(e *nexmark.Event) int64 { return e.Auction.InitialBid })
+		return i(a.InitialBid)
 	case "auction.reserve":
-		return i(func(e *nexmark.Event) int64 { return e.Auction.Reserve })
+		return i(a.Reserve)
 	case "auction.dateTime":
-		return ts(func(e *nexmark.Event) int64 { return e.Auction.DateTime })
+		return ts(a.DateTime)
 	case "auction.expires":
-		return ts(func(e *nexmark.Event) int64 { return e.Auction.Expires })
+		return ts(a.Expires)
 	case "auction.seller":
-		return i(func(e *nexmark.Event) int64 { return e.Auction.Seller })
+		return i(a.Seller)
 	case "auction.category":
-		return i(func(e *nexmark.Event) int64 { return e.Auction.Category })
+		return i(a.Category)
 	case "auction.extra":
-		return s(func(e *nexmark.Event) string { return e.Auction.Extra })
+		return s(a.Extra)
 	case "bid.auction":
-		return i(func(e *nexmark.Event) int64 { return e.Bid.Auction })
+		return i(b.Auction)
 	case "bid.bidder":
-		return i(func(e *nexmark.Event) int64 { return e.Bid.Bidder })
+		return i(b.Bidder)
 	case "bid.price":
-		return i(func(e *nexmark.Event) int64 { return e.Bid.Price })
+		return i(b.Price)
 	case "bid.channel":
-		return s(func(e *nexmark.Event) string { return e.Bid.Channel })
+		return s(b.Channel)
 	case "bid.url":
-		return s(func(e *nexmark.Event) string { return e.Bid.URL })
+		return s(b.URL)
 	case "bid.dateTime":
-		return ts(func(e *nexmark.Event) int64 { return e.Bid.DateTime })
+		return ts(b.DateTime)
 	case "bid.extra":
-		return s(func(e *nexmark.Event) string { return e.Bid.Extra })
+		return s(b.Extra)
 	}
-	panic(fmt.Sprintf("nexmark field %s.%s has no getter", row, field))
+	panic(fmt.Sprintf("nexmark field %s has no getter", f.name))
 }
 
 func nexmarkScan(b *builder, n *planner.Scan) (clink.Stream[types.Row], error) {
@@ -262,7 +292,7 @@ func nexmarkScan(b *builder, n *planner.Scan) (clink.Stream[types.Row], error) {
 	if err != nil {
 		return clink.Stream[types.Row]{}, err
 	}
-	fill, err := nexmarkConverter(t)
+	conv, err := nexmarkConverter(t)
 	if err != nil {
 		return clink.Stream[types.Row]{}, err
 	}
@@ -276,7 +306,7 @@ func nexmarkScan(b *builder, n *planner.Scan) (clink.Stream[types.Row], error) {
 	}
 	events := clink.FromSource(b.env, n.UID(), par, connector.Source[nexmark.Event](src))
 	rows := clink.Map(events, n.UID()+".rows", func(e nexmark.Event) types.Row {
-		return types.Row{Kind: changelog.Insert, Values: fill(&e)}
+		return types.Row{Kind: changelog.Insert, Values: conv.values(&e)}
 	})
 	return rows, nil
 }
