@@ -11,7 +11,7 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"bench", "nexmark", "--query", "q5", "--events", "10"}, "planning Nexmark q5: JOIN is not supported yet at q5.sql line"},
+		{[]string{"bench", "nexmark", "--query", "q6", "--events", "10"}, "planning Nexmark q6: column 'rownum' not found at q6.sql line 22, column"},
 		{[]string{"bench", "nexmark", "--query", "q23"}, `unknown query "q23": want gen or one of q0..q22`},
 		{[]string{"bench", "nexmark", "--query", ""}, `unknown query ""`},
 		{[]string{"bench", "nexmark", "--events", "0"}, "--events must be at least 1, got 0"},
