@@ -110,7 +110,7 @@ func Script(name string, p Params) (string, error) {
 
 // Locate rewrites the position of an error that sql.Prepare reported for
 // Script(name, ...) so that it names the file and the line in it:
-// "JOIN is not supported yet at q5.sql line 17, column 7". Other errors
+// "no function named PROCTIME at q12.sql line 12, column 28". Other errors
 // are returned as they are.
 func Locate(name string, err error) error {
 	ddl, _ := files.ReadFile("ddl.sql")
