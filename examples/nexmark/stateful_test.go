@@ -14,22 +14,31 @@ import (
 //
 // A row behind the watermark (`dateTime` - 4 s) is dropped by Flink's
 // window aggregates, window joins and session windows. No row is late in
-// the test's events: with 'out-of-order-group.size' 1 (the default) the
-// generator stamps event i with base + i·10⁶/rate µs, so event times grow
-// with the index, each source subtask emits its events in index order,
-// and a watermark, the minimum over the subtasks, never passes a row that
-// has not arrived yet. TestQueriesMatchReference checks that the times
-// grow strictly (checkInOrder), so these references drop nothing; strictly
-// also makes every bid's `dateTime` unique, which decides q9's and q18's
-// order alone.
+// the test's events, so these references drop nothing: the generator
+// shuffles the times of each group of testOutOfOrder events, and each
+// source subtask emits its events in index order, so a subtask's watermark
+// is at most the highest time of the events before in index order, minus
+// 4 s, and TestQueriesMatchReference checks that every event is later than
+// that (checkNoneLate). It checks too that no two events have the same
+// time, which decides q9's and q18's order alone.
 
-// checkInOrder is the precondition of the references: event times that
-// grow strictly with the event's index.
-func checkInOrder(evs []gen.Event) error {
-	for i := 1; i < len(evs); i++ {
-		if evs[i].DateTime() <= evs[i-1].DateTime() {
-			return fmt.Errorf("event %d at %s is not after event %d at %s: the references assume no late or tied rows", i, ts(evs[i].DateTime()), i-1, ts(evs[i-1].DateTime()))
+// checkNoneLate is the precondition of the references: every event is
+// less than 4 s behind the events before it, and no two have the same
+// time.
+func checkNoneLate(evs []gen.Event) error {
+	const bound = 4_000 // WATERMARK FOR `dateTime` AS `dateTime` - INTERVAL '4' SECOND
+	seen := map[int64]int{}
+	var highest int64
+	for i, e := range evs {
+		t := e.DateTime()
+		if i > 0 && t <= highest-bound {
+			return fmt.Errorf("event %d at %s is behind the watermark %s: the references assume no late rows", i, ts(t), ts(highest-bound))
 		}
+		if j, ok := seen[t]; ok {
+			return fmt.Errorf("events %d and %d have the same time %s: the references assume unique times", j, i, ts(t))
+		}
+		seen[t] = i
+		highest = max(highest, t)
 	}
 	return nil
 }
