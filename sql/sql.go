@@ -54,6 +54,9 @@ type Options struct {
 	Stdout, Stderr io.Writer
 	Logger         *slog.Logger
 	Metrics        *metrics.Registry
+	// Functions are the Go scalar functions the script may call; nil is
+	// none.
+	Functions *expr.Registry
 }
 
 // Job is a planned script.
@@ -81,6 +84,7 @@ func Prepare(script string, opts Options) (*Job, error) {
 	}
 	cat := catalog.New(exec.Connectors()...)
 	compiler := cat.Compiler
+	compiler.Functions = opts.Functions
 	pl := planner.New(cat, compiler)
 	job := &Job{Options: opts}
 	for _, st := range stmts {

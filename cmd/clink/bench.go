@@ -7,8 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -18,7 +19,10 @@ import (
 	clinkapi "github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connector"
 	"github.com/clinkstream/clink/connectors/nexmark"
+	nexmarksql "github.com/clinkstream/clink/examples/nexmark"
 	"github.com/clinkstream/clink/metrics"
+	"github.com/clinkstream/clink/sql"
+	"github.com/clinkstream/clink/sql/planner"
 )
 
 // benchOptions are the flags of clink bench nexmark.
@@ -28,6 +32,7 @@ type benchOptions struct {
 	parallelism        int
 	checkpointInterval time.Duration
 	json               bool
+	cpuProfile         string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -54,7 +59,10 @@ per second, process CPU time (user + system), events per CPU-second,
 checkpoints completed with their p50/p99 durations, and peak RSS.
 
 --query gen runs the generator alone into a sink that discards the events.
-The queries q0..q22 need the SQL layer.`,
+--query qN runs clink's copy of Nexmark query N (examples/nexmark: the source
+DDL, then the query file) with its sink tables discarding their rows; q10
+writes its files into a temporary directory. Queries whose operators clink
+lacks fail at planning with the planner's error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -73,6 +81,7 @@ The queries q0..q22 need the SQL layer.`,
 	f.IntVar(&o.parallelism, "parallelism", 1, "parallelism of the job")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	return cmd
 }
 
@@ -89,8 +98,8 @@ func (o *benchOptions) validate() error {
 	if o.query == "gen" {
 		return nil
 	}
-	if n, err := strconv.Atoi(o.query[min(1, len(o.query)):]); err == nil && o.query[0] == 'q' && n >= 0 && n <= 22 {
-		return fmt.Errorf("query %s needs the SQL layer, which is not there yet; only --query gen runs now", o.query)
+	if slices.Contains(nexmarksql.Queries(), o.query) {
+		return nil
 	}
 	return fmt.Errorf("unknown query %q: want gen or one of q0..q22", o.query)
 }
@@ -133,22 +142,24 @@ func rusage() (time.Duration, int64, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Maxrss) * 1024, nil // Maxrss is in KiB on Linux
 }
 
-func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) {
+// benchJob is a job ready to run and how to count the events its
+// sources emitted.
+type benchJob struct {
+	run     func(context.Context) error
+	emitted func() int64
+}
+
+// genJob runs the generator alone into a sink that discards the events.
+func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error) {
 	cfg := nexmark.DefaultConfig()
 	cfg.Events = o.events
 	src, err := nexmark.NewSource(cfg)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "clink-bench-*")
-	if err != nil {
-		return nil, fmt.Errorf("creating the checkpoint directory: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	reg := metrics.New()
 	env, err := clinkapi.NewEnvironment(clinkapi.Options{
 		Parallelism:        o.parallelism,
-		CheckpointDir:      dir,
+		CheckpointDir:      filepath.Join(dir, "checkpoints"),
 		CheckpointInterval: o.checkpointInterval,
 		BatchSize:          1024,
 		Metrics:            reg,
@@ -158,6 +169,73 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	}
 	events := clinkapi.FromSource(env, "nexmark", o.parallelism, connector.Source[nexmark.Event](src))
 	clinkapi.SinkTo(events, "discard", clinkapi.SinkFunc(func(nexmark.Event) error { return nil }))
+	return &benchJob{run: env.Execute, emitted: func() int64 { return reg.Summary().RecordsOut }}, nil
+}
+
+// queryJob plans clink's copy of a Nexmark query over o.events events.
+func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error) {
+	script, err := nexmarksql.Script(o.query, nexmarksql.Params{
+		Events:    o.events,
+		OutputDir: filepath.Join(dir, "output"),
+		SideInput: filepath.Join(dir, "side_input.csv"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	job, err := sql.Prepare(script, sql.Options{
+		Parallelism:        o.parallelism,
+		CheckpointDir:      filepath.Join(dir, "checkpoints"),
+		CheckpointInterval: o.checkpointInterval,
+		Stdout:             io.Discard,
+		Stderr:             io.Discard,
+		Metrics:            reg,
+		Functions:          nexmarksql.Functions(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("planning Nexmark %s: %w", o.query, nexmarksql.Locate(o.query, err))
+	}
+	// The events are what the nexmark scans emitted.
+	var scans []string
+	var walk func(n planner.Node)
+	walk = func(n planner.Node) {
+		if s, ok := n.(*planner.Scan); ok && s.Table.Connector.Name == "nexmark" && !slices.Contains(scans, s.UID()) {
+			scans = append(scans, s.UID())
+		}
+		for _, in := range n.Inputs() {
+			walk(in)
+		}
+	}
+	for _, s := range job.Sinks {
+		walk(s)
+	}
+	emitted := func() int64 {
+		var n int64
+		for _, uid := range scans {
+			for sub := range o.parallelism {
+				n += reg.Operator(uid, sub).Out.Load()
+			}
+		}
+		return n
+	}
+	return &benchJob{run: job.Run, emitted: emitted}, nil
+}
+
+func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) {
+	dir, err := os.MkdirTemp("", "clink-bench-*")
+	if err != nil {
+		return nil, fmt.Errorf("creating the checkpoint directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	reg := metrics.New()
+	var job *benchJob
+	if o.query == "gen" {
+		job, err = genJob(o, dir, reg)
+	} else {
+		job, err = queryJob(o, dir, reg)
+	}
+	if err != nil {
+		return nil, err
+	}
 
 	// The registry keeps only the last checkpoint's duration; a sampler
 	// collects each one as the completed count moves. At a checkpoint
@@ -192,8 +270,19 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	if err != nil {
 		return nil, err
 	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return nil, fmt.Errorf("creating the CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("starting the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	t0 := time.Now()
-	runErr := env.Execute(ctx)
+	runErr := job.run(ctx)
 	wall := time.Since(t0)
 	cpu1, rss, err := rusage()
 	close(stop)
@@ -207,7 +296,7 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted after %s: %w", wall.Round(time.Millisecond), ctx.Err())
 	}
-	if got := reg.Summary().RecordsOut; got < o.events {
+	if got := job.emitted(); got < o.events {
 		return nil, fmt.Errorf("the job emitted %d events, want %d", got, o.events)
 	}
 	cpu := cpu1 - cpu0

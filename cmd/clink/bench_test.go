@@ -11,8 +11,7 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"bench", "nexmark", "--query", "q5"}, "query q5 needs the SQL layer"},
-		{[]string{"bench", "nexmark", "--query", "q22", "--events", "10"}, "query q22 needs the SQL layer"},
+		{[]string{"bench", "nexmark", "--query", "q6", "--events", "10"}, "planning Nexmark q6: column 'rownum' not found at q6.sql line 22, column"},
 		{[]string{"bench", "nexmark", "--query", "q23"}, `unknown query "q23": want gen or one of q0..q22`},
 		{[]string{"bench", "nexmark", "--query", ""}, `unknown query ""`},
 		{[]string{"bench", "nexmark", "--events", "0"}, "--events must be at least 1, got 0"},
@@ -25,6 +24,23 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		code, out, errs := clink(t, c.args...)
 		if code == 0 || out != "" || !strings.Contains(errs, c.want) {
 			t.Errorf("clink %s: exit %d, stdout %q, stderr %q; want a non-zero exit and %q", strings.Join(c.args, " "), code, out, errs, c.want)
+		}
+	}
+}
+
+func TestBenchNexmarkQuery(t *testing.T) {
+	for _, q := range []string{"q1", "q10", "q17"} {
+		code, out, errs := clink(t, "bench", "nexmark", "--query", q, "--events", "20000", "--parallelism", "2", "--checkpoint-interval", "20ms", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", q, code, errs)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: output %q is not one JSON object: %v", q, out, err)
+		}
+		if len(got) != 10 || got["query"] != q || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
+			got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
+			t.Errorf("%s: implausible result: %s", q, out)
 		}
 	}
 }

@@ -212,7 +212,7 @@ func ParseOptions(opts map[string]string) (Config, error) {
 				c.RateLimited = true
 			}
 		case "events.num":
-			c.Events, err = strconv.ParseInt(v, 10, 64)
+			c.Events, err = parseInt64(v)
 		case "person.proportion":
 			c.PersonProportion, err = parseInt(v)
 		case "auction.proportion":
@@ -232,11 +232,11 @@ func ParseOptions(opts map[string]string) (Config, error) {
 		case "auction.hot-ratio.sellers":
 			c.HotSellersRatio, err = parseInt(v)
 		case "out-of-order-group.size":
-			c.OutOfOrderGroupSize, err = strconv.ParseInt(v, 10, 64)
+			c.OutOfOrderGroupSize, err = parseInt64(v)
 		case "base-time":
 			c.BaseTime, err = parseBaseTime(v)
 		case "seed":
-			c.Seed, err = strconv.ParseInt(v, 10, 64)
+			c.Seed, err = parseInt64(v)
 		default:
 			err = fmt.Errorf("unknown option (known: %s)", strings.Join(optionKeys, ", "))
 		}
@@ -251,6 +251,14 @@ func ParseOptions(opts map[string]string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+func parseInt64(s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, errors.New("not a 64-bit integer")
+	}
+	return v, nil
 }
 
 func parseInt(s string) (int, error) {

@@ -3,9 +3,10 @@
 // types.Row, named by the node's uid.
 //
 //	TableSourceScan    clink.FromGenerator (datagen), clink.FromSource
-//	                   (filesystem: connectors/filesystem's file source), one
-//	                   source per scan
-//	Calc               clink.FlatMap: chained into the task of its input
+//	                   (filesystem: connectors/filesystem's file source;
+//	                   nexmark), one source per scan
+//	Calc               clink.FlatMap: chained into the task of its input, one
+//	                   FlatMap with the Calcs that feed it alone
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
 //	                   accumulators (sql/expr) encoded in the key's value state
@@ -179,6 +180,8 @@ type builder struct {
 	env     *clink.Environment
 	opts    Options
 	streams map[string]clink.Stream[types.Row]
+	// consumers counts the distinct nodes that read each node, by uid.
+	consumers map[string]int
 }
 
 // Build adds the operators of sinks (one job's plan) to env.
@@ -197,7 +200,22 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 		errw = &lockedWriter{w: opts.Stderr}
 	}
 	opts.Stdout, opts.Stderr = out, errw
-	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}}
+	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{}}
+	seen := map[string]bool{}
+	var count func(n planner.Node)
+	count = func(n planner.Node) {
+		if seen[n.UID()] {
+			return
+		}
+		seen[n.UID()] = true
+		for _, in := range n.Inputs() {
+			b.consumers[in.UID()]++
+			count(in)
+		}
+	}
+	for _, s := range sinks {
+		count(s)
+	}
 	for _, s := range sinks {
 		if err := b.sink(s); err != nil {
 			return err
@@ -265,34 +283,73 @@ func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
 	return clink.Stream[types.Row]{}, fmt.Errorf("reading connector '%s' is not implemented", t.Connector.Name)
 }
 
+// calc builds n together with the Calcs below it that feed n alone, as one
+// FlatMap (Flink merges such Calcs in the planner): a row passes every
+// filter and projection in turn, the intermediate rows in a scratch buffer,
+// so that only the output row is allocated.
 func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
-	in, err := b.stream(n.Input)
+	chain := []*planner.Calc{n} // bottom first
+	for {
+		in, ok := chain[0].Input.(*planner.Calc)
+		if !ok || b.consumers[in.UID()] != 1 {
+			break
+		}
+		if _, built := b.streams[in.UID()]; built {
+			break
+		}
+		chain = append([]*planner.Calc{in}, chain...)
+	}
+	in, err := b.stream(chain[0].Input)
 	if err != nil {
 		return in, err
 	}
-	filter, projs, uid := n.Filter, n.Projs, n.UID()
-	return clink.FlatMap(in, uid, func(r types.Row, out *clink.Collector[types.Row]) error {
-		if filter != nil {
-			v, err := filter.Eval(r.Values)
-			if err != nil {
-				return fmt.Errorf("operator %s: evaluating %s on %s: %w", uid, n.FilterText, r, err)
+	// Level i < last writes its row into scratch[off[i]:off[i+1]].
+	off := make([]int, len(chain))
+	for i := 1; i < len(chain); i++ {
+		off[i] = off[i-1] + len(chain[i-1].Projs)
+	}
+	scratchLen := off[len(chain)-1]
+	pool := sync.Pool{New: func() any { s := make([]types.Value, scratchLen); return &s }}
+	eval := func(r types.Row, scratch []types.Value, out *clink.Collector[types.Row]) error {
+		row := r.Values
+		for i, c := range chain {
+			if c.Filter != nil {
+				v, err := c.Filter.Eval(row)
+				if err != nil {
+					return fmt.Errorf("operator %s: evaluating %s on %s: %w", c.UID(), c.FilterText, types.Row{Kind: r.Kind, Values: row}, err)
+				}
+				if v.IsNull() || !v.Bool() {
+					return nil
+				}
 			}
-			if v.IsNull() || !v.Bool() {
-				return nil
+			var vals []types.Value
+			if i == len(chain)-1 {
+				vals = make([]types.Value, len(c.Projs))
+			} else {
+				vals = scratch[off[i] : off[i]+len(c.Projs)]
 			}
+			for j, p := range c.Projs {
+				v, err := p.Eval(row)
+				if err != nil {
+					return fmt.Errorf("operator %s: evaluating %s on %s: %w", c.UID(), c.ProjText[j], types.Row{Kind: r.Kind, Values: row}, err)
+				}
+				vals[j] = v
+			}
+			row = vals
 		}
-		// One slice per row: rows may be kept in state downstream, and a
-		// shared backing array would keep its neighbours alive.
-		vals := make([]types.Value, len(projs))
-		for i, p := range projs {
-			v, err := p.Eval(r.Values)
-			if err != nil {
-				return fmt.Errorf("operator %s: evaluating %s on %s: %w", uid, n.ProjText[i], r, err)
-			}
-			vals[i] = v
-		}
-		out.Collect(types.Row{Kind: r.Kind, Values: vals})
+		out.Collect(types.Row{Kind: r.Kind, Values: row})
 		return nil
+	}
+	if len(chain) == 1 {
+		return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
+			return eval(r, nil, out)
+		}), nil
+	}
+	return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
+		sp := pool.Get().(*[]types.Value)
+		err := eval(r, *sp, out)
+		pool.Put(sp)
+		return err
 	}), nil
 }
 

@@ -147,6 +147,9 @@ func (c *compiler) expr(e ast.Expr) (*node, error) {
 			return nil, err
 		}
 		i := col.Index
+		if len(col.Path) > 0 {
+			return &node{typ: col.Type, pos: e.Pos, eval: fieldAccess(i, col.Path, col.Type.Kind)}, nil
+		}
 		return &node{typ: col.Type, pos: e.Pos, eval: func(row []types.Value) (types.Value, error) { return row[i], nil }}, nil
 	case *ast.NumberLit:
 		return numberLit(e)
@@ -223,6 +226,31 @@ func (c *compiler) expr(e ast.Expr) (*node, error) {
 		return nil, errorf(e.Position(), "subqueries are the planner's business, not a scalar expression")
 	}
 	return nil, errorf(e.Position(), "%s is not allowed in a scalar expression", describe(e))
+}
+
+// fieldAccess reads a field of a ROW column (path: field indexes, outermost
+// first); a NULL ROW on the way gives NULL, as in Flink.
+func fieldAccess(col int, path []int, k types.Kind) evalFn {
+	if len(path) == 1 {
+		f := path[0]
+		return func(row []types.Value) (types.Value, error) {
+			v := row[col]
+			if v.IsNull() {
+				return types.NullOf(k), nil
+			}
+			return v.Elems()[f], nil
+		}
+	}
+	return func(row []types.Value) (types.Value, error) {
+		v := row[col]
+		for _, f := range path {
+			if v.IsNull() {
+				return types.NullOf(k), nil
+			}
+			v = v.Elems()[f]
+		}
+		return v, nil
+	}
 }
 
 func describe(e ast.Expr) string {

@@ -475,3 +475,66 @@ func TestUDF(t *testing.T) {
 		{"count_char(price, 'o')", "error: argument 1 must be STRING, not BIGINT"},
 	})
 }
+
+func TestRowFieldAccess(t *testing.T) {
+	bidType := types.RowOf(
+		types.Field{Name: "auction", Type: types.BigIntType.WithNotNull(true)},
+		types.Field{Name: "price", Type: types.BigIntType},
+		types.Field{Name: "at", Type: types.RowOf(types.Field{Name: "ts", Type: types.TimestampOf(3)})},
+	)
+	scope := Tables{{Name: "datagen", Columns: []types.Field{
+		{Name: "event_type", Type: types.IntType},
+		{Name: "bid", Type: bidType},
+		{Name: "nb", Type: bidType.WithNotNull(true)},
+	}}}
+	inner := types.RowValue([]types.Value{types.Timestamp(1436918401000, 0, 3)})
+	set := []types.Value{types.Int32(2), types.RowValue([]types.Value{types.Int64(1001), types.Int64(7), inner}),
+		types.RowValue([]types.Value{types.Int64(5), types.Null, types.NullOf(types.KindRow)})}
+	null := []types.Value{types.Int32(0), types.NullOf(types.KindRow), set[2]}
+	for _, tc := range []struct{ expr, typ, onSet, onNull string }{
+		{"bid.auction", "BIGINT", "1001", "NULL"}, // nullable: the ROW may be NULL
+		{"datagen.bid.price * 2", "BIGINT", "14", "NULL"},
+		{"bid.at.ts", "TIMESTAMP(3)", "2015-07-15 00:00:01.000", "NULL"},
+		{"nb.auction", "BIGINT NOT NULL", "5", "5"},
+		{"nb.at.ts", "TIMESTAMP(3)", "NULL", "NULL"},
+		{"CASE WHEN event_type = 2 THEN bid.price END", "BIGINT", "7", "NULL"},
+	} {
+		e, err := parser.ParseExpr(tc.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Compile(e, scope)
+		if err != nil {
+			t.Errorf("%s: %v", tc.expr, err)
+			continue
+		}
+		if got := c.Type.String(); got != tc.typ {
+			t.Errorf("%s: type %s, want %s", tc.expr, got, tc.typ)
+		}
+		for _, r := range []struct {
+			row  []types.Value
+			want string
+		}{{set, tc.onSet}, {null, tc.onNull}} {
+			v, err := c.Eval(r.row)
+			if err != nil {
+				t.Errorf("%s: %v", tc.expr, err)
+			} else if got := string(v.AppendFormat(nil, nil)); got != r.want {
+				t.Errorf("%s on %v = %s, want %s", tc.expr, r.row, got, r.want)
+			}
+		}
+	}
+	for _, tc := range []struct{ expr, want string }{
+		{"bid.pricee", "field 'pricee' not found in ROW 'bid'; did you mean 'price'? at line 1, column 1"},
+		{"datagen.bid.xyzzy", "field 'xyzzy' not found in ROW 'datagen.bid' at line 1, column 1"},
+		{"bid.price.x", "'bid.price' is BIGINT, not a ROW: it has no field 'x' at line 1, column 1"},
+		{"event_type.x", "table 'event_type' not found at line 1, column 1"},
+	} {
+		e, err := parser.ParseExpr(tc.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Compile(e, scope); err == nil || err.Error() != tc.want {
+			t.Errorf("%s:\n got: %v\nwant: %s", tc.expr, err, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package expr
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -10,10 +11,14 @@ import (
 )
 
 // Column is a resolved column reference: where its value is in the input
-// row, and its type.
+// row, and its type. A reference to a field of a ROW column (`bid.price`,
+// `t.bid.price`) has the ROW column's Index and a Path of field indexes,
+// outermost first; Type is then the field's type, nullable when any ROW on
+// the path is.
 type Column struct {
 	Index int
 	Type  types.Type
+	Path  []int
 }
 
 // Scope resolves column references of an expression. Errors name the
@@ -75,7 +80,7 @@ func (ts Tables) Resolve(ref *ast.ColumnRef) (Column, error) {
 		default:
 			return Column{}, errorf(ref.Pos, "column reference '%s' is ambiguous; it could be %s", name, strings.Join(where, " or "))
 		}
-	case 2:
+	default:
 		tname, name := ref.Parts[0], ref.Parts[1]
 		var names []string
 		for _, t := range ts {
@@ -86,20 +91,43 @@ func (ts Tables) Resolve(ref *ast.ColumnRef) (Column, error) {
 			var cands []string
 			for i, c := range t.Columns {
 				if c.Name == name {
-					return Column{Index: t.Offset + i, Type: c.Type}, nil
+					return fieldPath(ref, Column{Index: t.Offset + i, Type: c.Type}, 2)
 				}
 				cands = append(cands, c.Name)
 			}
 			return Column{}, errorf(ref.Pos, "column '%s' not found in table '%s'%s", name, tname, didYouMean(name, cands))
 		}
-		// Maybe a field of a ROW column: col.field.
+		// Not a table: maybe a field of a ROW column, col.field.
 		if c, err := ts.Resolve(&ast.ColumnRef{Pos: ref.Pos, Parts: ref.Parts[:1]}); err == nil && c.Type.Kind == types.KindRow {
-			return Column{}, errorf(ref.Pos, "field access on ROW column '%s' is not supported yet", tname)
+			return fieldPath(ref, c, 1)
 		}
 		return Column{}, errorf(ref.Pos, "table '%s' not found%s", tname, didYouMean(tname, names))
-	default:
-		return Column{}, errorf(ref.Pos, "nested field reference '%s' is not supported yet", strings.Join(ref.Parts, "."))
 	}
+}
+
+// fieldPath resolves ref.Parts[from:], fields of nested ROWs, below the
+// column c.
+func fieldPath(ref *ast.ColumnRef, c Column, from int) (Column, error) {
+	nullable := c.Type.Nullable()
+	for k := from; k < len(ref.Parts); k++ {
+		name := ref.Parts[k]
+		if c.Type.Kind != types.KindRow {
+			return Column{}, errorf(ref.Pos, "'%s' is %s, not a ROW: it has no field '%s'", strings.Join(ref.Parts[:k], "."), c.Type, name)
+		}
+		i := slices.IndexFunc(c.Type.Fields, func(f types.Field) bool { return f.Name == name })
+		if i < 0 {
+			var cands []string
+			for _, f := range c.Type.Fields {
+				cands = append(cands, f.Name)
+			}
+			return Column{}, errorf(ref.Pos, "field '%s' not found in ROW '%s'%s", name, strings.Join(ref.Parts[:k], "."), didYouMean(name, cands))
+		}
+		c.Path = append(c.Path, i)
+		c.Type = c.Type.Fields[i].Type
+		nullable = nullable || c.Type.Nullable()
+	}
+	c.Type = c.Type.WithNotNull(!nullable)
+	return c, nil
 }
 
 // didYouMean suggests the candidates closest to name (case-insensitive

@@ -314,7 +314,7 @@ func (p *Planner) calc(n Node, scope expr.Scope, where ast.Expr, exprs []ast.Exp
 		c.ProjText = append(c.ProjText, e.String())
 		typ := ce.Type
 		if ref, ok := e.(*ast.ColumnRef); ok {
-			if col, err := scope.Resolve(ref); err == nil && col.Index == n.Rowtime() && c.rowtime < 0 {
+			if col, err := scope.Resolve(ref); err == nil && len(col.Path) == 0 && col.Index == n.Rowtime() && c.rowtime < 0 {
 				c.rowtime = i
 			}
 		}
