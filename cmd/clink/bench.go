@@ -69,8 +69,8 @@ lacks fail at planning with the planner's error.
 --kill-after N fails the job once, right after the COMPLETED marker of the
 first checkpoint after N events, and lets it restart in this process from
 its newest checkpoint; the result adds the restarts and the recovery time:
-from the failure until the restarted sources have emitted as many events
-as before it.`,
+from the failure until the restarted job's sources emit again (the restart
+and the restore of its state).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -179,26 +179,29 @@ var errKilled = errors.New("killed by --kill-after")
 
 // killer fails the job once, at the first checkpoint after the sources
 // emitted killAfter events, and times the recovery: from the failure until
-// the restarted sources have emitted as many events as before it (the
-// replay after the restored checkpoint caught up).
+// the restarted job's sources emit again. The old tasks still count
+// records until they stop, so the count to pass is taken once the restart
+// has happened.
 type killer struct {
-	after   int64
-	emitted func() int64
+	after    int64
+	emitted  func() int64
+	restarts func() int64
 	// mu is taken before the fault package's lock (tick arms the point
 	// under it; the hook, run without the fault lock, takes it).
 	mu struct {
 		sync.Mutex
-		armed    bool
-		failedAt time.Time // zero until the failure
-		count    int64     // events emitted at the failure
-		recovery time.Duration
-		done     bool
-		restore  func() // removes the hook; nil until armed
+		armed     bool
+		failedAt  time.Time // zero until the failure
+		restarted bool      // the restart happened; count is set
+		count     int64     // events emitted when the restart was seen
+		recovery  time.Duration
+		done      bool
+		restore   func() // removes the hook; nil until armed
 	}
 }
 
 // tick is called by the sampler: it arms the fault point once enough
-// events went by, and notes when the replay caught up.
+// events went by, and notes the restart and the first events after it.
 func (k *killer) tick(now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -212,17 +215,22 @@ func (k *killer) tick(now time.Time) {
 			if !k.mu.failedAt.IsZero() {
 				return nil
 			}
-			k.mu.failedAt, k.mu.count = time.Now(), k.emitted()
+			k.mu.failedAt = time.Now()
 			k.mu.restore()
 			return errKilled
 		})
-	case !k.mu.failedAt.IsZero() && !k.mu.done && n > k.mu.count:
+	case k.mu.failedAt.IsZero() || k.mu.done:
+	case !k.mu.restarted:
+		if k.restarts() > 0 {
+			k.mu.restarted, k.mu.count = true, n
+		}
+	case n > k.mu.count:
 		k.mu.recovery, k.mu.done = now.Sub(k.mu.failedAt), true
 	}
 }
 
 // finish removes the hook and returns the recovery time, measured until
-// end when the replay never passed the failure (a failure at the last
+// end when the restarted job emitted nothing (a failure at the last
 // checkpoint). It fails if the job ended before the failure.
 func (k *killer) finish(end time.Time) (time.Duration, error) {
 	k.mu.Lock()
@@ -341,7 +349,7 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	// interval of 10ms or more it sees every checkpoint.
 	var kill *killer
 	if o.killAfter > 0 {
-		kill = &killer{after: o.killAfter, emitted: job.emitted}
+		kill = &killer{after: o.killAfter, emitted: job.emitted, restarts: func() int64 { return reg.Summary().Restarts }}
 	}
 	var durations []time.Duration
 	stop := make(chan struct{})
