@@ -57,6 +57,9 @@ type Options struct {
 	// Functions are the Go scalar functions the script may call; nil is
 	// none.
 	Functions *expr.Registry
+	// Restart is what the job does when a task or a checkpoint fails (see
+	// clink.RestartStrategy); the zero value returns the error.
+	Restart clink.RestartStrategy
 }
 
 // Job is a planned script.
@@ -301,6 +304,7 @@ func (j *Job) Run(ctx context.Context) error {
 		StateBackend:       o.StateBackend,
 		Logger:             o.Logger,
 		Metrics:            o.Metrics,
+		Restart:            o.Restart,
 	})
 	if err != nil {
 		return err

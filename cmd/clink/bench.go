@@ -20,6 +20,7 @@ import (
 	"github.com/clinkstream/clink/connector"
 	"github.com/clinkstream/clink/connectors/nexmark"
 	nexmarksql "github.com/clinkstream/clink/examples/nexmark"
+	"github.com/clinkstream/clink/internal/fault"
 	"github.com/clinkstream/clink/metrics"
 	"github.com/clinkstream/clink/sql"
 	"github.com/clinkstream/clink/sql/planner"
@@ -33,6 +34,7 @@ type benchOptions struct {
 	checkpointInterval time.Duration
 	json               bool
 	cpuProfile         string
+	killAfter          int64
 }
 
 func newBenchCmd() *cobra.Command {
@@ -51,7 +53,7 @@ func newBenchCmd() *cobra.Command {
 func newBenchNexmarkCmd() *cobra.Command {
 	var o benchOptions
 	cmd := &cobra.Command{
-		Use:   "nexmark --query gen --events N",
+		Use:   "nexmark --query gen|q0..q22 --events N",
 		Short: "Run a Nexmark query on generated events and report throughput per CPU-second",
 		Long: `Run a Nexmark query on the Nexmark generator's events in this process, with
 checkpoints into a temporary directory, and report events, wall time, events
@@ -62,7 +64,13 @@ checkpoints completed with their p50/p99 durations, and peak RSS.
 --query qN runs clink's copy of Nexmark query N (examples/nexmark: the source
 DDL, then the query file) with its sink tables discarding their rows; q10
 writes its files into a temporary directory. Queries whose operators clink
-lacks fail at planning with the planner's error.`,
+lacks fail at planning with the planner's error.
+
+--kill-after N fails the job once, right after the COMPLETED marker of the
+first checkpoint after N events, and lets it restart in this process from
+its newest checkpoint; the result adds the restarts and the recovery time:
+from the failure until the restarted job's sources emit again (the restart
+and the restore of its state).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
@@ -82,6 +90,7 @@ lacks fail at planning with the planner's error.`,
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
+	f.Int64Var(&o.killAfter, "kill-after", 0, "fail the job once, at the first checkpoint after N events, and report its recovery")
 	return cmd
 }
 
@@ -94,6 +103,9 @@ func (o *benchOptions) validate() error {
 	}
 	if o.checkpointInterval <= 0 {
 		return fmt.Errorf("--checkpoint-interval must be positive, got %s", o.checkpointInterval)
+	}
+	if o.killAfter < 0 || o.killAfter >= o.events {
+		return fmt.Errorf("--kill-after must be between 1 and --events - 1 (0: never), got %d", o.killAfter)
 	}
 	if o.query == "gen" {
 		return nil
@@ -117,6 +129,9 @@ type benchResult struct {
 	CkptP50Ms     float64 `json:"ckpt_p50_ms"`
 	CkptP99Ms     float64 `json:"ckpt_p99_ms"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	// Restarts and RecoveryS are reported with --kill-after only.
+	Restarts  *int64   `json:"restarts,omitempty"`
+	RecoveryS *float64 `json:"recovery_s,omitempty"`
 }
 
 func (r *benchResult) print(w io.Writer, asJSON bool) error {
@@ -130,6 +145,9 @@ cpu          %.3f s (%.0f events per CPU-second)
 checkpoints  %d (p50 %.1f ms, p99 %.1f ms)
 peak RSS     %.1f MB
 `, r.Query, r.Events, r.WallS, r.EventsPerS, r.CPUS, r.EventsPerCPUS, r.Checkpoints, r.CkptP50Ms, r.CkptP99Ms, r.PeakRSSMB)
+	if err == nil && r.RecoveryS != nil {
+		_, err = fmt.Fprintf(w, "recovery     %.3f s (%d restarts)\n", *r.RecoveryS, *r.Restarts)
+	}
 	return err
 }
 
@@ -140,6 +158,93 @@ func rusage() (time.Duration, int64, error) {
 		return 0, 0, fmt.Errorf("reading the process's resource usage: %w", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Maxrss) * 1024, nil // Maxrss is in KiB on Linux
+}
+
+// restart is the jobs' restart strategy: one immediate restart when
+// --kill-after fails the job, none otherwise.
+func (o *benchOptions) restart() clinkapi.RestartStrategy {
+	if o.killAfter > 0 {
+		return clinkapi.FixedDelay(1, 0)
+	}
+	return clinkapi.NoRestart()
+}
+
+// killPoint is the fault point --kill-after fails: right after a
+// checkpoint's COMPLETED marker is written, before the job hears of it,
+// where a crash leaves a completed checkpoint the restart must find.
+const killPoint = "checkpoint.after-marker"
+
+// errKilled is the failure --kill-after injects.
+var errKilled = errors.New("killed by --kill-after")
+
+// killer fails the job once, at the first checkpoint after the sources
+// emitted killAfter events, and times the recovery: from the failure until
+// the restarted job's sources emit again. The old tasks still count
+// records until they stop, so the count to pass is taken once the restart
+// has happened.
+type killer struct {
+	after    int64
+	emitted  func() int64
+	restarts func() int64
+	// mu is taken before the fault package's lock (tick arms the point
+	// under it; the hook, run without the fault lock, takes it).
+	mu struct {
+		sync.Mutex
+		armed     bool
+		failedAt  time.Time // zero until the failure
+		restarted bool      // the restart happened; count is set
+		count     int64     // events emitted when the restart was seen
+		recovery  time.Duration
+		done      bool
+		restore   func() // removes the hook; nil until armed
+	}
+}
+
+// tick is called by the sampler: it arms the fault point once enough
+// events went by, and notes the restart and the first events after it.
+func (k *killer) tick(now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	n := k.emitted()
+	switch {
+	case !k.mu.armed && n >= k.after:
+		k.mu.armed = true
+		k.mu.restore = fault.Set(killPoint, func() error {
+			k.mu.Lock()
+			defer k.mu.Unlock()
+			if !k.mu.failedAt.IsZero() {
+				return nil
+			}
+			k.mu.failedAt = time.Now()
+			k.mu.restore()
+			return errKilled
+		})
+	case k.mu.failedAt.IsZero() || k.mu.done:
+	case !k.mu.restarted:
+		if k.restarts() > 0 {
+			k.mu.restarted, k.mu.count = true, n
+		}
+	case n > k.mu.count:
+		k.mu.recovery, k.mu.done = now.Sub(k.mu.failedAt), true
+	}
+}
+
+// finish removes the hook and returns the recovery time, measured until
+// end when the restarted job emitted nothing (a failure at the last
+// checkpoint). It fails if the job ended before the failure.
+func (k *killer) finish(end time.Time) (time.Duration, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.mu.restore != nil {
+		k.mu.restore()
+	}
+	switch {
+	case k.mu.failedAt.IsZero():
+		return 0, fmt.Errorf("the job ended before --kill-after %d failed it (no checkpoint completed after %d events)", k.after, k.after)
+	case !k.mu.done:
+		return end.Sub(k.mu.failedAt), nil
+	}
+	return k.mu.recovery, nil
 }
 
 // benchJob is a job ready to run and how to count the events its
@@ -163,6 +268,7 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 		CheckpointInterval: o.checkpointInterval,
 		BatchSize:          1024,
 		Metrics:            reg,
+		Restart:            o.restart(),
 	})
 	if err != nil {
 		return nil, err
@@ -190,6 +296,7 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 		Stderr:             io.Discard,
 		Metrics:            reg,
 		Functions:          nexmarksql.Functions(),
+		Restart:            o.restart(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("planning Nexmark %s: %w", o.query, nexmarksql.Locate(o.query, err))
@@ -240,6 +347,10 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	// The registry keeps only the last checkpoint's duration; a sampler
 	// collects each one as the completed count moves. At a checkpoint
 	// interval of 10ms or more it sees every checkpoint.
+	var kill *killer
+	if o.killAfter > 0 {
+		kill = &killer{after: o.killAfter, emitted: job.emitted, restarts: func() int64 { return reg.Summary().Restarts }}
+	}
 	var durations []time.Duration
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -251,6 +362,9 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 			if s := reg.Summary(); s.CheckpointsCompleted > seen {
 				seen = s.CheckpointsCompleted
 				durations = append(durations, s.LastCheckpointDuration)
+			}
+			if kill != nil {
+				kill.tick(time.Now())
 			}
 		}
 		t := time.NewTicker(2 * time.Millisecond)
@@ -287,6 +401,13 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	cpu1, rss, err := rusage()
 	close(stop)
 	wg.Wait()
+	var recovery time.Duration
+	if kill != nil {
+		var kerr error
+		if recovery, kerr = kill.finish(t0.Add(wall)); kerr != nil && runErr == nil {
+			runErr = kerr
+		}
+	}
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -311,6 +432,10 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		PeakRSSMB:     float64(rss) / (1 << 20),
 	}
 	res.CkptP50Ms, res.CkptP99Ms = percentileMs(durations, 0.50), percentileMs(durations, 0.99)
+	if kill != nil {
+		restarts, rs := reg.Summary().Restarts, recovery.Seconds()
+		res.Restarts, res.RecoveryS = &restarts, &rs
+	}
 	return res, nil
 }
 

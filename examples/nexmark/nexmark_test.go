@@ -522,7 +522,7 @@ func TestScriptNeedsParams(t *testing.T) {
 // and checks that the committed rows are exactly the reference's: the
 // nexmark source resumes where its checkpoint left it.
 func TestRestoreExactlyOnce(t *testing.T) {
-	const n = 200_000
+	const n = 120_000
 	p := params(t)
 	p.Events = n
 	script, err := nexmark.Script("q10", p)
