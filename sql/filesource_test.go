@@ -334,3 +334,27 @@ INSERT INTO p SELECT * FROM src;`
 		t.Errorf("with ignored errors got %v, want %v", got, w)
 	}
 }
+
+// TestFilesystemSourceCSVFraming checks that the source ends csv records
+// where the field parser does: a stray quote inside a field, an escaped
+// quote outside quotes and a quote in a comment line do not carry the
+// record over the following lines, and a quoted field still holds a line
+// break.
+func TestFilesystemSourceCSVFraming(t *testing.T) {
+	in := t.TempDir()
+	writeFiles(t, in, map[string]string{"in.csv": "# a \"comment\n" +
+		"1,12\" pipe\n" +
+		"2,a\\\"b\n" +
+		"3,\"two\nlines\"\n" +
+		"4,\"it\\\"s\"\n" +
+		"5,e\n"})
+	script := fmt.Sprintf(`CREATE TABLE src (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv',
+  'csv.allow-comments' = 'true', 'csv.escape-character' = '\', 'csv.ignore-parse-errors' = 'true');
+CREATE TABLE p (id BIGINT, name STRING) WITH ('connector' = 'print');
+INSERT INTO p SELECT id, REPLACE(name, '%s', '|') FROM src;`, in, "\n")
+	got := materialize(t, run(t, script, 1))
+	want := []string{`[1, 12" pipe]`, `[2, a"b]`, "[3, two|lines]", `[4, it"s]`, "[5, e]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

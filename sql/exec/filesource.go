@@ -525,9 +525,13 @@ func (b *builder) fileSource(n *planner.Scan) (clink.Stream[types.Row], error) {
 	if err != nil {
 		return clink.Stream[types.Row]{}, err
 	}
-	rf := filesystem.RecordFormat[types.Row]{Quote: f.quote, Escape: f.escape, SkipBlank: true, Decode: f.decode}
+	// The source frames records as splitCSV reads them.
+	rf := filesystem.RecordFormat[types.Row]{Quote: f.quote, Escape: f.escape, Delimiter: f.delim, SkipBlank: true, Decode: f.decode}
+	if f.comments {
+		rf.Comment = '#'
+	}
 	if f.json {
-		rf.Quote, rf.Escape = 0, 0
+		rf = filesystem.RecordFormat[types.Row]{SkipBlank: true, Decode: f.decode}
 	}
 	src, err := filesystem.NewRecordSource(t.Options["path"], rf)
 	if err != nil {
