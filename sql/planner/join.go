@@ -807,7 +807,11 @@ func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables
 	var lo, hi int64
 	hasLo, hasHi := false, false
 	var where ast.Expr
-	// bound records `left.rowtime - right.rowtime op v`.
+	// bound records `left.rowtime - right.rowtime op v`. Bounds are whole
+	// milliseconds, and a strict one is the next inclusive one: that is
+	// exact because rowtimes are whole milliseconds too (the catalog
+	// refuses a rowtime finer than TIMESTAMP(3), as Flink does; rows
+	// of finer times less than a millisecond apart would be pruned).
 	bound := func(op ast.BinaryOp, v int64) {
 		switch op {
 		case ast.OpGt:
