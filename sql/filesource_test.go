@@ -288,3 +288,73 @@ func TestFilesystemSourceWindowRestore(t *testing.T) {
 		t.Errorf("committed %d lines, want %d:\n got %q\nwant %q", len(got), len(want), got, want)
 	}
 }
+
+// TestFilesystemSourceFloatOverflow checks that a float literal beyond
+// its column's range is a field error, as an integer overflow is: it
+// fails the job, or is NULL with csv.ignore-parse-errors.
+func TestFilesystemSourceFloatOverflow(t *testing.T) {
+	in := t.TempDir()
+	file := filepath.Join(in, "in.csv")
+	writeFiles(t, in, map[string]string{"in.csv": "1,1.5,2.5\n2,1e400,1\n3,1,1e39\n4,-1e400,-1e39\n5,Infinity,NaN\n"})
+	ddl := `CREATE TABLE src (id BIGINT, d DOUBLE, f FLOAT) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv'%s);
+CREATE TABLE p (id BIGINT, d DOUBLE, f FLOAT) WITH ('connector' = 'print');
+INSERT INTO p SELECT * FROM src;`
+	err := runErr(t, fmt.Sprintf(ddl, in, ""))
+	want := fmt.Sprintf("%s:2: column 'd' (field 2): cannot parse '1e400' as DOUBLE: value out of range", file)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
+	}
+	got := materialize(t, run(t, fmt.Sprintf(ddl, in, ", 'csv.ignore-parse-errors' = 'true'"), 1))
+	if w := []string{"[1, 1.5, 2.5]", "[2, NULL, 1.0]", "[3, 1.0, NULL]", "[4, NULL, NULL]", "[5, Infinity, NaN]"}; !slices.Equal(got, w) {
+		t.Errorf("with ignored errors got %v, want %v", got, w)
+	}
+	writeFiles(t, in, map[string]string{"in.csv": "1,1,1e39\n"})
+	err = runErr(t, fmt.Sprintf(ddl, in, ""))
+	want = fmt.Sprintf("%s:1: column 'f' (field 3): cannot parse '1e39' as FLOAT: value out of range", file)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
+	}
+}
+
+// TestFilesystemSourceJSONNull checks that a json line null is a
+// malformed record, not a row of NULLs.
+func TestFilesystemSourceJSONNull(t *testing.T) {
+	in := t.TempDir()
+	file := filepath.Join(in, "in.json")
+	writeFiles(t, in, map[string]string{"in.json": "{\"id\": 1, \"name\": \"a\"}\nnull\n {\"id\": 3} \n"})
+	ddl := `CREATE TABLE src (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'json'%s);
+CREATE TABLE p (id BIGINT, name STRING) WITH ('connector' = 'print');
+INSERT INTO p SELECT * FROM src;`
+	err := runErr(t, fmt.Sprintf(ddl, in, ""))
+	if want := file + ":2: decoding a json object"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want it to contain %q", err, want)
+	}
+	got := materialize(t, run(t, fmt.Sprintf(ddl, in, ", 'json.ignore-parse-errors' = 'true'"), 1))
+	if w := []string{"[1, a]", "[3, NULL]"}; !slices.Equal(got, w) {
+		t.Errorf("with ignored errors got %v, want %v", got, w)
+	}
+}
+
+// TestFilesystemSourceCSVFraming checks that the source ends csv records
+// where the field parser does: a stray quote inside a field, an escaped
+// quote outside quotes and a quote in a comment line do not carry the
+// record over the following lines, and a quoted field still holds a line
+// break.
+func TestFilesystemSourceCSVFraming(t *testing.T) {
+	in := t.TempDir()
+	writeFiles(t, in, map[string]string{"in.csv": "# a \"comment\n" +
+		"1,12\" pipe\n" +
+		"2,a\\\"b\n" +
+		"3,\"two\nlines\"\n" +
+		"4,\"it\\\"s\"\n" +
+		"5,e\n"})
+	script := fmt.Sprintf(`CREATE TABLE src (id BIGINT, name STRING) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv',
+  'csv.allow-comments' = 'true', 'csv.escape-character' = '\', 'csv.ignore-parse-errors' = 'true');
+CREATE TABLE p (id BIGINT, name STRING) WITH ('connector' = 'print');
+INSERT INTO p SELECT id, REPLACE(name, '%s', '|') FROM src;`, in, "\n")
+	got := materialize(t, run(t, script, 1))
+	want := []string{`[1, 12" pipe]`, `[2, a"b]`, "[3, two|lines]", `[4, it"s]`, "[5, e]"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}

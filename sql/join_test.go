@@ -500,3 +500,67 @@ ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k
 	}
 	t.Logf("the first run committed %d of %d rows", before, len(want))
 }
+
+// TestWindowOverOuterIntervalJoin aggregates every type of interval join
+// in tumbling windows of the left rowtime. Each left row comes at the
+// last millisecond of its second, and the right rows run 5 s ahead in
+// event time, so that the join's input watermark is a left row's rowtime
+// most of the time. A left row padded with NULLs once its bound has
+// passed is then the last row of its window; it must still be ahead of
+// the join's watermark, or the window drops it as late. Left rows of key
+// 0 meet right rows, of keys 1 and 2 none; right rows of key 3 meet no
+// left row and are padded with a NULL rowtime, which no window takes.
+func TestWindowOverOuterIntervalJoin(t *testing.T) {
+	const n = 12
+	bounds := []struct {
+		cond   string
+		lo, hi int64
+	}{
+		{"l.ts BETWEEN rr.ts AND rr.ts + INTERVAL '2' SECOND", 0, 2000},
+		{"l.ts BETWEEN rr.ts - INTERVAL '2' SECOND AND rr.ts", -2000, 0},
+		{"l.ts BETWEEN rr.ts + INTERVAL '1' SECOND AND rr.ts + INTERVAL '3' SECOND", 1000, 3000},
+		{"l.ts BETWEEN rr.ts - INTERVAL '3' SECOND AND rr.ts - INTERVAL '1' SECOND", -3000, -1000},
+	}
+	for _, typ := range []string{"JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"} {
+		for _, b := range bounds {
+			script := fmt.Sprintf(`
+CREATE TABLE l (id BIGINT, k AS id %% 3, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000 - 1, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '200', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '%d');
+CREATE TABLE rr (id BIGINT, k AS id %% 2 * 3 %% 4, ts AS CAST(TO_TIMESTAMP_LTZ(id * 1000 + 5000, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '200', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '%d');
+CREATE TABLE p (we TIMESTAMP(3), n BIGINT) WITH ('connector' = 'print');
+SET 'pipeline.auto-watermark-interval' = '1 ms';
+CREATE VIEW j AS SELECT l.ts, l.id AS a, rr.id AS b FROM l %s rr ON l.k = rr.k AND %s;
+INSERT INTO p SELECT window_end, COUNT(*) FROM TABLE(TUMBLE(TABLE j, DESCRIPTOR(ts), INTERVAL '1' SECOND)) GROUP BY window_start, window_end;`,
+				n, n, typ, b.cond)
+			// Keys: left id%3 (0, 1, 2), right id%2*3%4 (0 or 3).
+			wins := map[int64]int64{}
+			for a := int64(1); a <= n; a++ {
+				met := 0
+				for r := int64(1); r <= n; r++ {
+					if d := (a*1000 - 1) - (r*1000 + 5000); a%3 == r%2*3%4 && d >= b.lo && d <= b.hi {
+						met++
+					}
+				}
+				if met == 0 && (typ == "LEFT JOIN" || typ == "FULL JOIN") {
+					met = 1
+				}
+				if met > 0 {
+					wins[(a*1000-1)/1000*1000+1000] += int64(met)
+				}
+			}
+			var want []string
+			for end, c := range wins {
+				want = append(want, fmt.Sprintf("+I[%s, %d]", types.Timestamp(end, 0, 3), c))
+			}
+			slices.Sort(want)
+			for _, par := range []int{1, 2} {
+				got := lines(t, run(t, script, par))
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s ON %s, parallelism %d: got %d windows, want %d\ngot:  %v\nwant: %v", typ, b.cond, par, len(got), len(want), got, want)
+				}
+			}
+		}
+	}
+}

@@ -49,6 +49,9 @@ type Options struct {
 	CheckpointMode     clink.CheckpointMode
 	Restore            string
 	StateBackend       string
+	// WatermarkInterval is the period of the sources' watermarks (0: the
+	// runtime's default, 200ms).
+	WatermarkInterval time.Duration
 	// Stdout receives EXPLAIN output and print tables; Stderr print tables
 	// with 'standard-error' = 'true'. Defaults: os.Stdout, os.Stderr.
 	Stdout, Stderr io.Writer
@@ -178,6 +181,7 @@ var Settings = map[string]string{
 	"state.checkpoints.dir":                     "same as execution.checkpointing.dir",
 	"clink.checkpointing.mode":                  "aligned, unaligned or adaptive (flag --checkpoint-mode)",
 	"parallelism.default":                       "default parallelism of operators (flag --parallelism)",
+	"pipeline.auto-watermark-interval":          "period of the sources' watermarks, e.g. '200 ms' (the default)",
 	"pipeline.max-parallelism":                  "number of key groups (default 128); fixed for a job's checkpoints",
 	"state.backend.type":                        "memory (Flink's hashmap) or pebble (Flink's rocksdb)",
 	"table.local-time-zone":                     "session time zone for TIMESTAMP_LTZ, e.g. 'Europe/Berlin' (default UTC)",
@@ -226,6 +230,12 @@ func (j *Job) set(st *ast.Set, compiler *expr.Compiler) error {
 			return bad("want a positive integer")
 		}
 		o.Parallelism = n
+	case "pipeline.auto-watermark-interval":
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return bad("want a positive duration such as '200 ms'")
+		}
+		o.WatermarkInterval = d
 	case "pipeline.max-parallelism":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -302,6 +312,7 @@ func (j *Job) Run(ctx context.Context) error {
 		CheckpointMode:     o.CheckpointMode,
 		Restore:            o.Restore,
 		StateBackend:       o.StateBackend,
+		WatermarkInterval:  o.WatermarkInterval,
 		Logger:             o.Logger,
 		Metrics:            o.Metrics,
 		Restart:            o.Restart,

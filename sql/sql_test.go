@@ -141,6 +141,7 @@ func TestErrorsCarryPositions(t *testing.T) {
 		{"CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen');\nINSERT INTO nope SELECT id FROM t;", "object 'nope' not found; known tables and views: t at line 2, column 13"},
 		{"SELECT 1 +;", "line 1, column 11"},
 		{"SET 'execution.checkpointing.interval' = 'soon';", "SET 'execution.checkpointing.interval': want a positive duration"},
+		{"SET 'pipeline.auto-watermark-interval' = '0';", "SET 'pipeline.auto-watermark-interval': want a positive duration"},
 	} {
 		_, err := sql.Prepare(tc.script, sql.Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

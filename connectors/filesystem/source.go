@@ -71,11 +71,21 @@ func NewSource[T any](path string, format Format) (*Source[T], error) {
 type RecordFormat[T any] struct {
 	// Quote is the character that opens and closes a quoted csv field, in
 	// which a line break does not end the record; 0 when every line is one
-	// record.
+	// record. A quote opens a field only at the field's start (the
+	// record's start, or after a Delimiter); elsewhere it is a character
+	// of the field. A doubled quote inside a quoted field is one quote.
 	Quote byte
-	// Escape, when not 0, makes the character after it inside a quoted
-	// field part of the field, so that an escaped quote does not close it.
+	// Escape, when not 0, makes the character after it part of the field,
+	// inside a quoted field or not, so that an escaped quote neither opens
+	// nor closes a field and an escaped delimiter does not start one. (A
+	// line break after it outside quotes still ends the record.)
 	Escape byte
+	// Delimiter separates the fields of a csv record (0: ',').
+	Delimiter byte
+	// Comment, when not 0, makes a record that starts with it a comment
+	// line: it ends at its line break, whatever quotes it holds. Decode
+	// still sees it, and skips it.
+	Comment byte
 	// SkipBlank leaves out lines that hold only white space.
 	SkipBlank bool
 	// Decode decodes one record, given without its line terminator; rec
@@ -267,10 +277,12 @@ func (s *Source[T]) Open(ctx connector.SourceContext, offset []byte, rescaled []
 	switch c := s.codec.(type) {
 	case nil:
 		r.decode = s.records.Decode
-		r.quote, r.escape, r.skipBlank = s.records.Quote, s.records.Escape, s.records.SkipBlank
+		f := s.records
+		r.frame = csvFramer{quote: f.Quote, escape: f.Escape, delim: f.Delimiter, comment: f.Comment}
+		r.skipBlank = f.SkipBlank
 	case *csvCodec[T]:
 		r.decode = decodeWith(c)
-		r.quote, r.skipBlank = '"', !c.strings
+		r.frame.quote, r.skipBlank = '"', !c.strings
 	default:
 		r.decode = decodeWith(c)
 		r.skipBlank = true
@@ -292,13 +304,12 @@ type sourceReader[T any] struct {
 	cur    int
 	f      *os.File
 	r      *bufio.Reader
-	// quote is the quote character of csv, whose quoted fields may span
-	// lines (0: a record is a line), and escape the character that
-	// escapes one inside a quoted field; skipBlank is set when a blank
-	// line cannot be a record (json, and csv into a struct).
-	quote, escape byte
-	skipBlank     bool
-	rec           []byte
+	// frame tells where a record ends: csv's quoted fields may span lines.
+	// skipBlank is set when a blank line cannot be a record (json, and
+	// csv into a struct).
+	frame     csvFramer
+	skipBlank bool
+	rec       []byte
 }
 
 // Read implements connector.SourceReader.
@@ -372,13 +383,14 @@ func (r *sourceReader[T]) openFile(pos *filePos) error {
 // while a quoted field is open.
 func (r *sourceReader[T]) next() (rec []byte, size, lines int64, err error) {
 	r.rec = r.rec[:0]
-	var q quoteState
+	fr := r.frame
+	fr.start()
 	for {
 		chunk, err := r.r.ReadSlice('\n')
 		r.rec = append(r.rec, chunk...)
 		size += int64(len(chunk))
 		if errors.Is(err, bufio.ErrBufferFull) {
-			q.scan(chunk, r.quote, r.escape)
+			fr.scan(chunk)
 			continue
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -388,7 +400,7 @@ func (r *sourceReader[T]) next() (rec []byte, size, lines int64, err error) {
 			lines++
 		}
 		eof := err != nil
-		if q.scan(chunk, r.quote, r.escape); q.open && !eof {
+		if !fr.scan(chunk) && !eof {
 			continue // a quoted field holds a line break
 		}
 		rec = r.rec
@@ -402,35 +414,104 @@ func (r *sourceReader[T]) next() (rec []byte, size, lines int64, err error) {
 	}
 }
 
-// quoteState follows whether a quoted csv field is open across the
-// chunks of a record.
-type quoteState struct {
-	open    bool
-	escaped bool // the last byte scanned was the escape character
+// csvFramer finds the line break that ends a csv record, reading the
+// record as the field parser does (sql/exec's splitCSV and this package's
+// own): a quote opens a quoted field only at a field's start, an escape
+// takes the next character literally inside quotes and out, a doubled
+// quote in a quoted field is a quote, and a comment line ends at its line
+// break. Its state carries across the chunks of a long record.
+type csvFramer struct {
+	quote, escape, delim, comment byte
+
+	state   framerState
+	escaped bool // the last byte was the escape character
 }
 
-// scan advances the state over chunk. A doubled quote closes and reopens
-// the field, which leaves it open, as RFC 4180 wants.
-func (q *quoteState) scan(chunk []byte, quote, escape byte) {
-	if quote == 0 {
-		return
+type framerState uint8
+
+const (
+	recordStart framerState = iota // before the record's first byte
+	fieldStart                     // after a delimiter
+	unquoted                       // in an unquoted field
+	quoted                         // in a quoted field
+	quoteSeen                      // a quote in a quoted field: it closes it unless doubled
+	commentLine                    // in a comment line
+)
+
+// start readies f for a new record.
+func (f *csvFramer) start() { f.state, f.escaped = recordStart, false }
+
+// scan advances f over chunk and reports whether a line break in it ended
+// the record (a chunk holds at most one line break, at its end).
+func (f *csvFramer) scan(chunk []byte) (ended bool) {
+	if f.quote == 0 {
+		// Every line is a record.
+		return len(chunk) > 0 && chunk[len(chunk)-1] == '\n'
 	}
-	if escape == 0 {
-		if bytes.Count(chunk, []byte{quote})%2 == 1 {
-			q.open = !q.open
-		}
-		return
+	delim := f.delim
+	if delim == 0 {
+		delim = ','
 	}
 	for _, c := range chunk {
-		switch {
-		case q.escaped:
-			q.escaped = false
-		case c == escape && q.open:
-			q.escaped = true
-		case c == quote:
-			q.open = !q.open
+		if f.escaped {
+			f.escaped = false
+			if c != '\n' || f.state != unquoted {
+				continue
+			}
+			// An escape before the line break is the record's last
+			// character: the break still ends the record.
+		}
+		switch f.state {
+		case recordStart:
+			if f.comment != 0 && c == f.comment {
+				f.state = commentLine
+				continue
+			}
+			fallthrough
+		case fieldStart:
+			if c == f.quote {
+				f.state = quoted
+				continue
+			}
+			f.state = unquoted
+			ended = f.unquotedByte(c, delim)
+		case unquoted:
+			ended = f.unquotedByte(c, delim)
+		case quoted:
+			switch {
+			case f.escape != 0 && c == f.escape:
+				f.escaped = true
+			case c == f.quote:
+				f.state = quoteSeen
+			}
+		case quoteSeen:
+			if c == f.quote {
+				f.state = quoted // a doubled quote
+				continue
+			}
+			// The field is closed; anything but the delimiter or the
+			// end of the record after it makes the record malformed,
+			// which the parser reports: read on as in an unquoted field.
+			f.state = unquoted
+			ended = f.unquotedByte(c, delim)
+		case commentLine:
+			ended = c == '\n'
 		}
 	}
+	return ended
+}
+
+// unquotedByte advances f over c in an unquoted field.
+func (f *csvFramer) unquotedByte(c, delim byte) (ended bool) {
+	switch {
+	case c == '\n':
+		return true
+	case c == delim:
+		f.state = fieldStart
+	case f.escape != 0 && c == f.escape:
+		f.escaped = true
+	}
+	return false
 }
 
 // Offset implements connector.SourceReader.

@@ -255,8 +255,17 @@ func parseField(s string, c catalog.Column, field int) (types.Value, error) {
 		}
 		return types.IntOf(k, i), nil
 	case k.IsApprox():
-		x, err := strconv.ParseFloat(s, 64)
-		if err != nil && !(err.(*strconv.NumError).Err == strconv.ErrRange) {
+		bits := 64
+		if k == types.KindFloat {
+			bits = 32
+		}
+		// A literal beyond the type's range is an overflow, as for the
+		// integers; "Infinity" and "NaN" spelled out are values.
+		x, err := strconv.ParseFloat(s, bits)
+		if err != nil {
+			if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+				return types.Null, fail(types.ErrOverflow)
+			}
 			return types.Null, fail(nil)
 		}
 		if k == types.KindFloat {
@@ -452,6 +461,10 @@ func (f *fileFormat) decodeJSON(rec []byte) ([]types.Value, error) {
 	if err := json.Unmarshal(rec, &obj); err != nil {
 		return nil, fmt.Errorf("decoding a json object: %w", err)
 	}
+	if obj == nil {
+		// json.Unmarshal takes a null for an absent object.
+		return nil, fmt.Errorf("decoding a json object: the record is null")
+	}
 	vals := make([]types.Value, len(f.cols))
 	for i, c := range f.cols {
 		raw, ok := obj[c.Name]
@@ -512,9 +525,13 @@ func (b *builder) fileSource(n *planner.Scan) (clink.Stream[types.Row], error) {
 	if err != nil {
 		return clink.Stream[types.Row]{}, err
 	}
-	rf := filesystem.RecordFormat[types.Row]{Quote: f.quote, Escape: f.escape, SkipBlank: true, Decode: f.decode}
+	// The source frames records as splitCSV reads them.
+	rf := filesystem.RecordFormat[types.Row]{Quote: f.quote, Escape: f.escape, Delimiter: f.delim, SkipBlank: true, Decode: f.decode}
+	if f.comments {
+		rf.Comment = '#'
+	}
 	if f.json {
-		rf.Quote, rf.Escape = 0, 0
+		rf = filesystem.RecordFormat[types.Row]{SkipBlank: true, Decode: f.decode}
 	}
 	src, err := filesystem.NewRecordSource(t.Options["path"], rf)
 	if err != nil {

@@ -98,9 +98,20 @@ type WindowJoin struct {
 }
 
 // WatermarkDelayMs is how far the output watermark is held back behind
-// the input watermark: a joined row's left rowtime can be that far behind
-// the watermark when its right row arrives.
-func (n *IntervalJoin) WatermarkDelayMs() int64 { return max(0, -n.LowerMs) }
+// the input watermark, so that every row the join emits for rows on time
+// is ahead of the watermark emitted before it (a row at the watermark is
+// late downstream). A joined row's left rowtime can be -LowerMs behind
+// the input watermark when its right row arrives. A left row at l of a
+// left outer join is emitted padded at the first input watermark past
+// l - LowerMs, when the watermark emitted before can be l - LowerMs -
+// delay: the delay must be at least 1 - LowerMs for that to be before l.
+// A right row emitted padded has a NULL rowtime, which no window takes.
+func (n *IntervalJoin) WatermarkDelayMs() int64 {
+	if n.Type.LeftOuter() {
+		return max(0, 1-n.LowerMs)
+	}
+	return max(0, -n.LowerMs)
+}
 
 func (n *Join) Inputs() []Node         { return []Node{n.Left, n.Right} }
 func (n *IntervalJoin) Inputs() []Node { return []Node{n.Left, n.Right} }
@@ -796,7 +807,11 @@ func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables
 	var lo, hi int64
 	hasLo, hasHi := false, false
 	var where ast.Expr
-	// bound records `left.rowtime - right.rowtime op v`.
+	// bound records `left.rowtime - right.rowtime op v`. Bounds are whole
+	// milliseconds, and a strict one is the next inclusive one: that is
+	// exact because rowtimes are whole milliseconds too (the catalog
+	// refuses a rowtime finer than TIMESTAMP(3), as Flink does; rows
+	// of finer times less than a millisecond apart would be pruned).
 	bound := func(op ast.BinaryOp, v int64) {
 		switch op {
 		case ast.OpGt:

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -680,12 +681,18 @@ func (p *Planner) rankBound(e ast.Expr, scope expr.Scope, rn int) (lo, hi int64,
 		case ast.OpLe:
 			lo, hi = 1, v
 		case ast.OpLt:
+			if v == math.MinInt64 {
+				return 0, 0, false, errorf(b.Pos, "the filter on the row number keeps no row: %s", b)
+			}
 			lo, hi = 1, v-1
 		case ast.OpEq:
 			lo, hi = v, v
 		case ast.OpGe:
 			lo, hi = v, 0
 		case ast.OpGt:
+			if v == math.MaxInt64 {
+				return 0, 0, false, errorf(b.Pos, "the filter on the row number keeps no row: %s", b)
+			}
 			lo, hi = v+1, 0
 		default:
 			return 0, 0, false, nil

@@ -73,10 +73,11 @@ func (p *Planner) bindSetOp(b *ast.SetOp) (Node, error) {
 		t := ins[0].Fields()[c].Type
 		for i, in := range ins[1:] {
 			u := in.Fields()[c].Type
-			var ok bool
-			if t, ok = expr.CommonType(t, u); !ok {
-				return nil, errorf(bodies[i+1].Position(), "type mismatch in column %d of %s: %s and %s have no common type", c+1, op, ins[0].Fields()[c].Type, u)
+			common, ok := expr.CommonType(t, u)
+			if !ok {
+				return nil, errorf(bodies[i+1].Position(), "type mismatch in column %d of %s: %s and %s have no common type", c+1, op, t, u)
 			}
+			t = common
 		}
 		fields[c] = types.Field{Name: ins[0].Fields()[c].Name, Type: t}
 	}
