@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ const (
 	crashRateEnv    = "CLINK_SQL_CRASH_RATE"
 	crashInEnv      = "CLINK_SQL_CRASH_IN"
 	crashOutEnv     = "CLINK_SQL_CRASH_OUT"
+	crashTableEnv   = "CLINK_SQL_CRASH_TABLE_SUFFIX"
 )
 
 // runCrashChild runs script as a job process: a fresh start or a restore
@@ -170,7 +172,10 @@ const (
 // upsertCrashScript counts and sums the rows per key into one Postgres
 // table, and counts the keys per count into another: the second one's
 // rows are inserted, updated and deleted as the counts grow.
-func upsertCrashScript(rate string) string {
+// The tables carry the test process's id (crashTableEnv in the job
+// processes), so that runs of the suite side by side on one database do
+// not share them.
+func upsertCrashScript(rate, suffix string) string {
 	return fmt.Sprintf(`
 SET 'execution.checkpointing.interval' = '50ms';
 CREATE TABLE t (id BIGINT) WITH (
@@ -178,14 +183,14 @@ CREATE TABLE t (id BIGINT) WITH (
   'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '%d');
 CREATE VIEW per_key AS SELECT id %% %d AS k, COUNT(*) AS n, SUM(id) AS s FROM t GROUP BY id %% %d;
 CREATE TABLE keys_pg (k BIGINT, n BIGINT, s BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH (
-  'connector' = 'postgres', 'url' = '%s', 'table-name' = 'clink_sql_crash_keys');
+  'connector' = 'postgres', 'url' = '%s', 'table-name' = 'clink_sql_crash_keys_%s');
 CREATE TABLE counts_pg (n BIGINT, keys BIGINT, PRIMARY KEY (n) NOT ENFORCED) WITH (
-  'connector' = 'postgres', 'url' = '%s', 'table-name' = 'clink_sql_crash_counts', 'sink.buffer-flush.max-rows' = '50');
+  'connector' = 'postgres', 'url' = '%s', 'table-name' = 'clink_sql_crash_counts_%s', 'sink.buffer-flush.max-rows' = '50');
 EXECUTE STATEMENT SET BEGIN
 INSERT INTO keys_pg SELECT k, n, s FROM per_key;
 INSERT INTO counts_pg SELECT n, COUNT(*) FROM per_key GROUP BY n;
 END;
-`, rate, upsertCrashRows, upsertCrashKeys, upsertCrashKeys, jdbcURL(), pgURL())
+`, rate, upsertCrashRows, upsertCrashKeys, upsertCrashKeys, jdbcURL(), suffix, pgURL(), suffix)
 }
 
 // upsertCrashExpected is what an uninterrupted run leaves in the two
@@ -215,7 +220,7 @@ func TestSQLCrashUpsertJobProcess(t *testing.T) {
 	if os.Getenv(crashCkptEnv) == "" || os.Getenv(crashOutEnv) != "postgres" {
 		t.Skip("run by TestSQLCrashUpsertConverges")
 	}
-	runCrashChild(t, upsertCrashScript(os.Getenv(crashRateEnv)))
+	runCrashChild(t, upsertCrashScript(os.Getenv(crashRateEnv), os.Getenv(crashTableEnv)))
 }
 
 // TestSQLCrashUpsertConverges kills a SQL job of grouped aggregates into
@@ -225,8 +230,9 @@ func TestSQLCrashUpsertConverges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs subprocesses for several seconds")
 	}
-	pgTable(t, "clink_sql_crash_keys", "k bigint PRIMARY KEY, n bigint NOT NULL, s bigint NOT NULL")
-	pgTable(t, "clink_sql_crash_counts", "n bigint PRIMARY KEY, keys bigint NOT NULL")
+	suffix := strconv.Itoa(os.Getpid())
+	pgTable(t, "clink_sql_crash_keys_"+suffix, "k bigint PRIMARY KEY, n bigint NOT NULL, s bigint NOT NULL")
+	pgTable(t, "clink_sql_crash_counts_"+suffix, "n bigint PRIMARY KEY, keys bigint NOT NULL")
 	ckpt := t.TempDir()
 	h := &crashtest.Harness{
 		CheckpointDir: ckpt,
@@ -236,7 +242,7 @@ func TestSQLCrashUpsertConverges(t *testing.T) {
 		Seed:          20261130,
 		Deadline:      2 * time.Minute,
 		Faults:        []string{"checkpoint.after-marker"},
-		Command:       crashCommand("TestSQLCrashUpsertJobProcess", ckpt, upsertCrashKills, upsertCrashRate, "0", crashOutEnv+"=postgres"),
+		Command:       crashCommand("TestSQLCrashUpsertJobProcess", ckpt, upsertCrashKills, upsertCrashRate, "0", crashOutEnv+"=postgres", crashTableEnv+"="+suffix),
 	}
 	start := time.Now()
 	res, err := h.Run(context.Background())
@@ -252,8 +258,8 @@ func TestSQLCrashUpsertConverges(t *testing.T) {
 		query string
 		want  []string
 	}{
-		{"SELECT k, n, s FROM clink_sql_crash_keys", wantKeys},
-		{"SELECT n, keys FROM clink_sql_crash_counts", wantCounts},
+		{"SELECT k, n, s FROM clink_sql_crash_keys_" + suffix, wantKeys},
+		{"SELECT n, keys FROM clink_sql_crash_counts_" + suffix, wantCounts},
 	} {
 		got := pgRows(t, tc.query)
 		if !slices.Equal(got, tc.want) {
