@@ -518,12 +518,23 @@ func jsonText(raw json.RawMessage, c catalog.Column) (text string, null bool, er
 // restored job reads every record after its checkpoint once more.
 func (b *builder) fileSource(n *planner.Scan) (clink.Stream[types.Row], error) {
 	t := n.Table
+	src, f, err := fileRecordSource(t)
+	if err != nil {
+		return clink.Stream[types.Row]{}, err
+	}
+	par := b.env.Options().Parallelism
+	return clink.FromSource(b.env, n.UID(), par, connector.Source[types.Row](&tableSource{src: src, table: t.Name, rate: f.rate / float64(par)})), nil
+}
+
+// fileRecordSource is the connectors/filesystem source of a filesystem
+// table's rows, and the table's format.
+func fileRecordSource(t *catalog.Table) (*filesystem.Source[types.Row], *fileFormat, error) {
 	f, err := newFileFormat(t)
 	if err == nil {
 		err = f.checkReadable(t.Options["format"])
 	}
 	if err != nil {
-		return clink.Stream[types.Row]{}, err
+		return nil, nil, err
 	}
 	// The source frames records as splitCSV reads them.
 	rf := filesystem.RecordFormat[types.Row]{Quote: f.quote, Escape: f.escape, Delimiter: f.delim, SkipBlank: true, Decode: f.decode}
@@ -535,10 +546,9 @@ func (b *builder) fileSource(n *planner.Scan) (clink.Stream[types.Row], error) {
 	}
 	src, err := filesystem.NewRecordSource(t.Options["path"], rf)
 	if err != nil {
-		return clink.Stream[types.Row]{}, fmt.Errorf("table '%s': %w", t.Name, err)
+		return nil, nil, fmt.Errorf("table '%s': %w", t.Name, err)
 	}
-	par := b.env.Options().Parallelism
-	return clink.FromSource(b.env, n.UID(), par, connector.Source[types.Row](&tableSource{src: src, table: t.Name, rate: f.rate / float64(par)})), nil
+	return src, f, nil
 }
 
 // tableSource names its table in read errors and holds each subtask to a

@@ -34,7 +34,7 @@ func init() {
 		"DAYOFYEAR": extractFn, "DAYOFMONTH": extractFn, "DAYOFWEEK": extractFn, "HOUR": extractFn,
 		"MINUTE": extractFn, "SECOND": extractFn,
 		"CURRENT_TIMESTAMP": clockFn, "NOW": clockFn, "LOCALTIMESTAMP": clockFn, "CURRENT_DATE": clockFn,
-		"CURRENT_TIME": clockFn, "LOCALTIME": clockFn, "CURRENT_ROW_TIMESTAMP": clockFn,
+		"CURRENT_TIME": clockFn, "LOCALTIME": clockFn, "CURRENT_ROW_TIMESTAMP": clockFn, "PROCTIME": clockFn,
 		"TIMESTAMPDIFF": nil, "TIMESTAMPADD": nil, // handled in call: they take a unit
 	}
 }

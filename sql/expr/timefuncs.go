@@ -472,7 +472,8 @@ func unixTimestamp(c *compiler, pos ast.Pos, name string, args []*node) (*node, 
 // clockFn covers CURRENT_TIMESTAMP and NOW() (TIMESTAMP_LTZ(3)),
 // LOCALTIMESTAMP (TIMESTAMP(3)), CURRENT_DATE, CURRENT_TIME and LOCALTIME.
 // They read the processing-time clock per evaluation and are marked
-// non-deterministic.
+// non-deterministic. PROCTIME() is NOW() to the compiler; the planner
+// makes a column of it the processing-time attribute.
 func clockFn(c *compiler, pos ast.Pos, name string, args []*node) (*node, error) {
 	if err := arity(pos, name, args, 0, 0); err != nil {
 		return nil, err
@@ -480,7 +481,7 @@ func clockFn(c *compiler, pos ast.Pos, name string, args []*node) (*node, error)
 	now, loc := c.now, c.loc
 	n := &node{pos: pos, nondet: true}
 	switch name {
-	case "CURRENT_TIMESTAMP", "NOW", "CURRENT_ROW_TIMESTAMP":
+	case "CURRENT_TIMESTAMP", "NOW", "CURRENT_ROW_TIMESTAMP", "PROCTIME":
 		n.typ = types.TimestampLTZOf(3).WithNotNull(true)
 		n.eval = func([]types.Value) (types.Value, error) { return types.TimestampLTZ(now().UnixMilli(), 0, 3), nil }
 	case "LOCALTIMESTAMP":

@@ -139,7 +139,7 @@ func (p *Planner) bindFrom(ref ast.TableRef) (relation, error) {
 	switch r := ref.(type) {
 	case *ast.TableName:
 		if r.ForSystemTime != nil {
-			return relation{}, errorf(r.ForSystemTime.Position(), "FOR SYSTEM_TIME AS OF (temporal joins) is not supported yet")
+			return relation{}, errorf(r.ForSystemTime.Position(), "FOR SYSTEM_TIME AS OF is supported only on the right side of a JOIN (a lookup join)")
 		}
 		name := r.Name.Last()
 		alias := name
@@ -317,6 +317,12 @@ func (p *Planner) calc(n Node, scope expr.Scope, where ast.Expr, exprs []ast.Exp
 			if col, err := scope.Resolve(ref); err == nil && len(col.Path) == 0 && col.Index == n.Rowtime() && c.rowtime < 0 {
 				c.rowtime = i
 			}
+			if col, err := scope.Resolve(ref); err == nil && len(col.Path) == 0 && col.Index == proctimeOf(n) && c.procAttr == 0 {
+				c.procAttr = i + 1
+			}
+		}
+		if isProctimeCall(e) && c.procAttr == 0 {
+			c.procAttr = i + 1
 		}
 		c.fields = append(c.fields, types.Field{Name: names[i], Type: typ})
 	}

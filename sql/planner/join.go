@@ -257,6 +257,9 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 	if len(j.Using) > 0 {
 		return relation{}, errorf(j.Using[0].Pos, "JOIN ... USING is not supported yet; write the condition with ON")
 	}
+	if isLookupJoin(j) {
+		return p.lookupJoin(j, where)
+	}
 	left, err := p.bindFrom(j.Left)
 	if err != nil {
 		return relation{}, err

@@ -70,6 +70,9 @@ type Calc struct {
 	FilterText string
 	Projs      []*expr.Compiled
 	ProjText   []string
+	// procAttr is the output column that is the processing-time attribute
+	// plus one (0: none); see proctimeOf.
+	procAttr int
 }
 
 // WatermarkAssigner gives rows their event time from the rowtime column
