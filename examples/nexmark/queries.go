@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,4 +173,23 @@ func Functions() *expr.Registry {
 		panic(err) // a fresh registry has no functions to clash with
 	}
 	return r
+}
+
+// SideInputKeys is the number of keys of q13's side input: q13 looks up
+// auction ids modulo 10000.
+const SideInputKeys = 10000
+
+// WriteSideInput writes a side input for q13 to path: a csv file of
+// SideInputKeys rows `key,value`, keys 0 to SideInputKeys - 1 and the
+// value of key k "side-k". Nexmark leaves the file to the user; this one
+// makes every bid find one row.
+func WriteSideInput(path string) error {
+	var b strings.Builder
+	for k := range SideInputKeys {
+		fmt.Fprintf(&b, "%d,side-%d\n", k, k)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("writing the side input: %w", err)
+	}
+	return nil
 }

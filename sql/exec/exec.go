@@ -20,6 +20,10 @@
 //	                   the partition's ranked rows (or kept row) in value state
 //	WindowRank         clink.KeyBy + clink.KeyedProcess: rows per window and
 //	                   partition, emitted by an event-time timer at the window end
+//	                   processing-time TUMBLE: clink.KeyedProcess with
+//	                   processing-time timers (proctime_window.go)
+//	LookupJoin         clink.FlatMap over the probe side; the bounded lookup
+//	                   table read whole into memory (lookup.go)
 //	Union              clink.Union
 //	Join, IntervalJoin,
 //	WindowJoin         clink.Connect + clink.CoProcess on the encoded join key
@@ -242,7 +246,11 @@ func (b *builder) stream(n planner.Node) (clink.Stream[types.Row], error) {
 	case *planner.WindowTableFunction:
 		s, err = b.windowTableFunction(n)
 	case *planner.WindowAggregate:
-		s, err = b.windowAggregate(n)
+		if n.Window.ProcTime {
+			s, err = b.procWindowAggregate(n)
+		} else {
+			s, err = b.windowAggregate(n)
+		}
 	default:
 		f, ok := nodeBuilders[reflect.TypeOf(n)]
 		if !ok {

@@ -36,6 +36,9 @@ type WindowSpec struct {
 	// Partition names SESSION's PARTITION BY columns: sessions form per
 	// value of them.
 	Partition []string
+	// ProcTime marks windows of processing time (TimeCol is a PROCTIME()
+	// column): they follow the wall clock, see proctime.go.
+	ProcTime bool
 }
 
 // String prints the spec as Flink's EXPLAIN does:
@@ -272,10 +275,14 @@ func (p *Planner) windowTVF(r *ast.TableFunction) (relation, error) {
 	if tc < 0 {
 		return relation{}, errorf(col.Pos, "column '%s' of DESCRIPTOR not found in table '%s'", col.Name, ta.Name.Last())
 	}
-	if tc != in.node.Rowtime() {
+	proc := tc != in.node.Rowtime() && tc == proctimeOf(in.node)
+	if tc != in.node.Rowtime() && !proc {
 		return relation{}, errorf(col.Pos, "the window function requires the timecol to be a time attribute type, but '%s' is %s; declare a WATERMARK for it", col.Name, fields[tc].Type)
 	}
-	w := WindowSpec{Kind: WindowKind(fname), TimeCol: col.Name}
+	if err := procWindowCheck(proc, fname, col.Pos); err != nil {
+		return relation{}, err
+	}
+	w := WindowSpec{Kind: WindowKind(fname), TimeCol: col.Name, ProcTime: proc}
 	if w.Kind == Session {
 		if w.Gap, err = p.windowInterval(args["GAP"], fname, "GAP"); err != nil {
 			return relation{}, err
@@ -319,6 +326,9 @@ func (p *Planner) windowTVF(r *ast.TableFunction) (relation, error) {
 	n := &WindowTableFunction{Input: in.node, Window: w, TimeCol: tc, Partition: part}
 	n.fields = append(append([]types.Field(nil), fields...), windowFields(fields[tc].Type)...)
 	n.rowtime = len(n.fields) - 1
+	if proc {
+		n.rowtime = -1
+	}
 	assignUID(n, "")
 	name := ta.Name.Last()
 	if r.Alias != nil {
@@ -401,6 +411,9 @@ func (p *Planner) windowAggregate(tvf *WindowTableFunction, in Node, scope expr.
 	base := len(w.fields)
 	w.fields = append(w.fields, wf...)
 	w.rowtime = len(w.fields) - 1
+	if w.Window.ProcTime {
+		w.rowtime = -1
+	}
 	for i := range groups {
 		if r := winRole[i]; r >= 0 {
 			cols["$g"+strconv.Itoa(i)] = expr.Column{Index: base + r, Type: wf[r].Type}
