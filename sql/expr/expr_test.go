@@ -430,6 +430,7 @@ func TestDeterminism(t *testing.T) {
 		{"price + 1", true, false},
 		{"CURRENT_TIMESTAMP", false, false},
 		{"CAST(CURRENT_TIMESTAMP AS STRING)", false, false},
+		{"PROCTIME()", false, false},
 	} {
 		e, _ := parser.ParseExpr(tc.expr)
 		comp, err := c.Compile(e, testScope)
@@ -445,6 +446,8 @@ func TestDeterminism(t *testing.T) {
 		{"LOCALTIMESTAMP", "TIMESTAMP(3) NOT NULL | 2020-01-02 03:04:05.000"},
 		{"CURRENT_DATE", "DATE NOT NULL | 2020-01-02"},
 		{"NOW()", "TIMESTAMP_LTZ(3) NOT NULL | 2020-01-02 03:04:05.000"},
+		{"PROCTIME()", "TIMESTAMP_LTZ(3) NOT NULL | 2020-01-02 03:04:05.000"},
+		{"PROCTIME(1)", "error: function PROCTIME takes 0 argument(s), got 1"},
 	})
 }
 

@@ -174,7 +174,11 @@ func (n *WindowAggregate) args() string {
 	if n.Legacy {
 		sel = append(sel, "start('w$) AS w$start", "end('w$) AS w$end", "rowtime('w$) AS w$rowtime")
 	} else {
-		sel = append(sel, "start('w$) AS window_start", "end('w$) AS window_end", "rowtime('w$) AS window_time")
+		timeProp := "rowtime('w$) AS window_time"
+		if n.Window.ProcTime {
+			timeProp = "proctime('w$) AS window_time"
+		}
+		sel = append(sel, "start('w$) AS window_start", "end('w$) AS window_end", timeProp)
 	}
 	return s + "select=[" + strings.Join(sel, ", ") + "]"
 }
