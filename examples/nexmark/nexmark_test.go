@@ -31,7 +31,7 @@ var unsupported = map[string]string{
 	// The WHERE refers to rownum, an alias of its own SELECT, which a
 	// WHERE cannot see (in Flink neither); rewritten, it still needs an
 	// AVG(...) OVER (... ROWS BETWEEN 10 PRECEDING AND CURRENT ROW).
-	"q6":  "column 'rownum' not found",
+	"q6": "column 'rownum' not found",
 }
 
 // testEvents and the timeline of the correctness runs: 10,000 events at
