@@ -682,12 +682,14 @@ func (p *Planner) filterSide(rel relation, conds []ast.Expr) (relation, error) {
 // window_end (1) and window_time (2) it is, and the windows.
 func windowOrigin(n Node, col int) (WindowSpec, int, bool) {
 	switch n := n.(type) {
+	// Windows of processing time are not: a window join runs on event
+	// time.
 	case *WindowTableFunction:
-		if base := len(n.Input.Fields()); col >= base {
+		if base := len(n.Input.Fields()); col >= base && !n.Window.ProcTime {
 			return n.Window, col - base, true
 		}
 	case *WindowAggregate:
-		if base := len(n.fields) - 3; col >= base {
+		if base := len(n.fields) - 3; col >= base && !n.Window.ProcTime {
 			return n.Window, col - base, true
 		}
 	case *WatermarkAssigner:

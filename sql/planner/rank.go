@@ -744,12 +744,14 @@ func traceColumn(n Node, i int) (Node, int) {
 // none.
 func windowRole(n Node, i int) (WindowSpec, int) {
 	switch x := n.(type) {
+	// Windows of processing time are not: a window Top-N runs on event
+	// time.
 	case *WindowTableFunction:
-		if k := i - (len(x.fields) - 3); k >= 0 {
+		if k := i - (len(x.fields) - 3); k >= 0 && !x.Window.ProcTime {
 			return x.Window, k
 		}
 	case *WindowAggregate:
-		if k := i - (len(x.Keys) + len(x.Aggs)); k >= 0 {
+		if k := i - (len(x.Keys) + len(x.Aggs)); k >= 0 && !x.Window.ProcTime {
 			return x.Window, k
 		}
 	}
