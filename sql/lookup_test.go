@@ -215,10 +215,10 @@ GROUP BY id % 2, window_start, window_end;`
 		}
 		// A window that ended well before the job did fired by its timer,
 		// not at the end of the input.
-		if l.at.Before(e) && e.Add(500*time.Millisecond).Before(end) {
+		if l.at.Before(e) && e.Add(time.Second).Before(end) {
 			t.Fatalf("line %q printed at %s, before its window ended", l.line, l.at.UTC())
 		}
-		if l.at.Add(500 * time.Millisecond).Before(end) {
+		if l.at.Add(time.Second).Before(end) {
 			byTimer++
 		}
 		counts[k] += n
