@@ -598,6 +598,34 @@ func TestScriptNeedsParams(t *testing.T) {
 	}
 }
 
+// TestWriteSideInput checks the side input the bench writes for q13: one
+// row per key 0..9999, so that every bid finds one.
+func TestWriteSideInput(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "side.csv")
+	if err := nexmark.WriteSideInput(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 10000 {
+		t.Fatalf("%d rows, want 10000", len(recs))
+	}
+	for i, r := range recs {
+		if len(r) != 2 || r[0] != strconv.Itoa(i) || r[1] != "side-"+strconv.Itoa(i) {
+			t.Fatalf("row %d is %q, want key %d and value side-%d", i, r, i, i)
+		}
+	}
+	if _, err := nexmark.Script("q13", nexmark.Params{}); err == nil || !strings.Contains(err.Error(), "SideInput") {
+		t.Errorf("q13 without a side input: %v", err)
+	}
+}
+
 // TestRestoreExactlyOnce stops q10 (files, committed exactly once) after
 // its first committed checkpoint, restores it from the newest checkpoint,
 // and checks that the committed rows are exactly the reference's: the

@@ -12,7 +12,10 @@
 //	GroupAggregate    GROUP BY / DISTINCT with retracting accumulators
 //	WindowTableFunction TUMBLE/HOP/CUMULATE: a row per window it falls in
 //	WindowAggregate   GROUP BY window_start, window_end over a window TVF:
-//	                  insert-only, one row per key and window
+//	                  insert-only, one row per key and window; TUMBLE over
+//	                  a PROCTIME() column follows the wall clock
+//	LookupJoin        JOIN t FOR SYSTEM_TIME AS OF proctime: each row joined
+//	                  with a bounded table read whole (lookup.go)
 //	Rank              ROW_NUMBER/RANK/DENSE_RANK Top-N per partition: updating
 //	Deduplicate       Top-1 by the rowtime: first or last row per key
 //	WindowRank        Top-N (or WindowDeduplicate) per window: insert-only

@@ -28,10 +28,6 @@ func proctimeOf(n Node) int {
 	return -1
 }
 
-// Proctime returns the output column of n that is the processing-time
-// attribute (a PROCTIME() column), or -1.
-func Proctime(n Node) int { return proctimeOf(n) }
-
 // isProctimeCall reports a call of PROCTIME().
 func isProctimeCall(e ast.Expr) bool {
 	c, ok := e.(*ast.Call)
