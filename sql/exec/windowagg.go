@@ -37,6 +37,10 @@ func (w *openWindow) before(start, end int64) bool {
 // start.
 type windowState struct {
 	wins []openWindow
+	// spare is room for the accumulators of windows to come, allocated
+	// for as many windows as are open (a key with many open windows
+	// opens many), not one slice per window.
+	spare []expr.Accumulator
 }
 
 // clone deep-copies the state: the value state calls it the first time a
@@ -65,7 +69,12 @@ func (s *windowState) window(start, end int64, aggs []planner.AggCall) int {
 		}
 		i--
 	}
-	accs := make([]expr.Accumulator, len(aggs))
+	k := len(aggs)
+	if len(s.spare) < k {
+		s.spare = make([]expr.Accumulator, k*min(max(len(s.wins), 1), 64))
+	}
+	accs := s.spare[:k:k]
+	s.spare = s.spare[k:]
 	for j, a := range aggs {
 		accs[j] = a.Func.New()
 	}
@@ -142,38 +151,34 @@ func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
 // windowSpan is the bounds of a window [start, end).
 type windowSpan struct{ start, end int64 }
 
-// windowAssign appends the windows of a row at ts to dst, as
-// clink.TumblingWindows, SlidingWindows and CumulateWindows assign them
-// (without allocating for the few windows of a row).
-func windowAssign(w planner.WindowSpec) func(dst []windowSpan, ts int64) []windowSpan {
-	switch w.Kind {
+// windowAssigner gives a row's windows as clink.TumblingWindows,
+// SlidingWindows and CumulateWindows assign them, into a buffer of the
+// caller (no allocation for the few windows of a row).
+type windowAssigner struct {
+	kind              planner.WindowKind
+	size, slide, step int64
+}
+
+// assign appends the windows of a row at ts to dst, ordered by end.
+func (a windowAssigner) assign(dst []windowSpan, ts int64) []windowSpan {
+	switch a.kind {
 	case planner.Hop:
-		size, slide := w.Size, w.Slide
-		return func(dst []windowSpan, ts int64) []windowSpan {
-			// Oldest first: windows are kept ordered by end.
-			first := floorTo(ts, slide) - (size-1)/slide*slide
-			for start := first; start <= ts; start += slide {
-				if start+size > ts {
-					dst = append(dst, windowSpan{start, start + size})
-				}
+		first := floorTo(ts, a.slide) - (a.size-1)/a.slide*a.slide
+		for start := first; start <= ts; start += a.slide {
+			if start+a.size > ts {
+				dst = append(dst, windowSpan{start, start + a.size})
 			}
-			return dst
 		}
+		return dst
 	case planner.Cumulate:
-		step, size := w.Step, w.Size
-		return func(dst []windowSpan, ts int64) []windowSpan {
-			start := floorTo(ts, size)
-			for end := start + floorTo(ts-start, step) + step; end <= start+size; end += step {
-				dst = append(dst, windowSpan{start, end})
-			}
-			return dst
+		start := floorTo(ts, a.size)
+		for end := start + floorTo(ts-start, a.step) + a.step; end <= start+a.size; end += a.step {
+			dst = append(dst, windowSpan{start, end})
 		}
+		return dst
 	}
-	size := w.Size
-	return func(dst []windowSpan, ts int64) []windowSpan {
-		start := floorTo(ts, size)
-		return append(dst, windowSpan{start, start + size})
-	}
+	start := floorTo(ts, a.size)
+	return append(dst, windowSpan{start, start + a.size})
 }
 
 // checkWindow refuses window sizes the assigners cannot work with (as
@@ -210,7 +215,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	keys, aggs, uid := n.Keys, n.Aggs, n.UID()
 	// window_time has the rowtime's type (see windowValues).
 	ltz := n.Input.Fields()[n.TimeCol].Type.Kind == types.KindTimestampLTZ
-	assign := windowAssign(n.Window)
+	assign := windowAssigner{kind: n.Window.Kind, size: n.Window.Size, slide: n.Window.Slide, step: n.Window.Step}
 	keyOf := func(r types.Row) string {
 		var buf [32]byte
 		k := buf[:0]
@@ -231,7 +236,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		}
 		wm := ctx.CurrentWatermark()
 		var buf [8]windowSpan
-		spans := assign(buf[:0], ts)
+		spans := assign.assign(buf[:0], ts)
 		var ferr error
 		arm, next := false, int64(0)
 		ctx.UpdateValue(func(st *windowState, ok bool) (*windowState, bool) {
@@ -315,6 +320,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				}
 				vals = append(vals, types.Timestamp(w.start, 0, 3), types.Timestamp(w.end, 0, 3), wt)
 				out.CollectWithTimestamp(types.Row{Kind: changelog.Insert, Values: vals}, w.end-1)
+				clear(w.accs) // it may share its array with open windows
 				*w = openWindow{}
 				done++
 			}
