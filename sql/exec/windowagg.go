@@ -41,6 +41,16 @@ type windowState struct {
 	// for as many windows as are open (a key with many open windows
 	// opens many), not one slice per window.
 	spare []expr.Accumulator
+	// first holds the first window of a new state: most keys have one
+	// or two windows open.
+	first [1]openWindow
+}
+
+// newWindowState returns an empty state with room for one window.
+func newWindowState() *windowState {
+	s := &windowState{}
+	s.wins = s.first[:0]
+	return s
 }
 
 // clone deep-copies the state: the value state calls it the first time a
@@ -245,7 +255,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 					continue // late: the window fired (or would have)
 				}
 				if st == nil {
-					st = &windowState{}
+					st = newWindowState()
 				}
 				i := st.window(sp.start, sp.end, aggs)
 				arm = arm || i == 0
@@ -289,7 +299,6 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			return nil
 		}
 		wm := ctx.CurrentWatermark()
-		var key []types.Value
 		var ferr error
 		rearm, next := false, int64(0)
 		ctx.UpdateValue(func(st *windowState, ok bool) (*windowState, bool) {
@@ -302,15 +311,11 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			done := 0
 			for done < len(st.wins) && st.wins[done].end-1 <= wm {
 				w := &st.wins[done]
-				if key == nil {
-					var err error
-					if key, err = decodeKey(ctx.Key(), len(keys)); err != nil {
-						ferr = fmt.Errorf("operator %s: decoding its key: %w", uid, err)
-						return st, true
-					}
+				vals, err := appendKey(make([]types.Value, 0, len(keys)+len(aggs)+3), ctx.Key(), len(keys))
+				if err != nil {
+					ferr = fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+					return st, true
 				}
-				vals := make([]types.Value, 0, len(key)+len(aggs)+3)
-				vals = append(vals, key...)
 				for _, a := range w.accs {
 					vals = append(vals, a.Result())
 				}
@@ -348,20 +353,19 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	}), nil
 }
 
-// decodeKey decodes the n values of an encoded group key.
-func decodeKey(k string, n int) ([]types.Value, error) {
-	vals := make([]types.Value, 0, n)
+// appendKey appends the n values of an encoded group key to dst.
+func appendKey(dst []types.Value, k string, n int) ([]types.Value, error) {
 	src := []byte(k)
 	for range n {
 		v, m, err := types.DecodeValue(src)
 		if err != nil {
 			return nil, err
 		}
-		vals = append(vals, v)
+		dst = append(dst, v)
 		src = src[m:]
 	}
 	if len(src) != 0 {
 		return nil, errors.New("bytes left after the key's values")
 	}
-	return vals, nil
+	return dst, nil
 }
