@@ -68,14 +68,14 @@ func (s *windowState) clone() *windowState {
 }
 
 // window returns the index of the open window [start, end), adding it
-// with new accumulators if it is not open.
-func (s *windowState) window(start, end int64, aggs []planner.AggCall) int {
+// with new accumulators if it is not open (added true).
+func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, added bool) {
 	// Rows come mostly in time order, so their windows are mostly the
 	// last ones: search from the end.
-	i := len(s.wins)
+	i = len(s.wins)
 	for i > 0 && !s.wins[i-1].before(start, end) {
 		if w := &s.wins[i-1]; w.start == start && w.end == end {
-			return i - 1
+			return i - 1, false
 		}
 		i--
 	}
@@ -91,7 +91,7 @@ func (s *windowState) window(start, end int64, aggs []planner.AggCall) int {
 	s.wins = append(s.wins, openWindow{})
 	copy(s.wins[i+1:], s.wins[i:])
 	s.wins[i] = openWindow{start: start, end: end, accs: accs}
-	return i
+	return i, true
 }
 
 // windowCodec encodes a windowState: the number of windows, then per
@@ -257,8 +257,8 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				if st == nil {
 					st = newWindowState()
 				}
-				i := st.window(sp.start, sp.end, aggs)
-				arm = arm || i == 0
+				i, added := st.window(sp.start, sp.end, aggs)
+				arm = arm || added && i == 0
 				for j, a := range aggs {
 					if a.Filter >= 0 {
 						if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
