@@ -98,3 +98,34 @@ CREATE TABLE out (k BIGINT, c BIGINT, s BIGINT, d BIGINT) WITH ('connector' = 'b
 INSERT INTO out SELECT k, COUNT(*), SUM(u), COUNT(DISTINCT u) FROM src GROUP BY k;
 `)
 }
+
+// BenchmarkTumbleCountSparse: as BenchmarkTumbleCount with 100000 keys
+// and 1-minute windows, so that a key has one or two windows open at a time
+// (about one row per key and window).
+func BenchmarkTumbleCountSparse(b *testing.B) {
+	benchScript(b, `
+CREATE TABLE src (id BIGINT, k BIGINT, ts AS TO_TIMESTAMP_LTZ(id, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '1000000000',
+  'fields.k.min' = '1', 'fields.k.max' = '100000');
+CREATE TABLE out (k BIGINT, c BIGINT, ws TIMESTAMP(3)) WITH ('connector' = 'blackhole');
+INSERT INTO out SELECT k, COUNT(*), window_start FROM TABLE(TUMBLE(TABLE src, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
+GROUP BY k, window_start, window_end;
+`)
+}
+
+// BenchmarkHopCountSum: datagen → HOP(1 s slide, 5 s size) COUNT(*) and
+// SUM per key (1000 keys) → blackhole: five windows per row.
+func BenchmarkHopCountSum(b *testing.B) {
+	benchScript(b, `
+CREATE TABLE src (id BIGINT, k BIGINT, ts AS TO_TIMESTAMP_LTZ(id, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '1000000000',
+  'fields.k.min' = '1', 'fields.k.max' = '1000');
+CREATE TABLE out (k BIGINT, c BIGINT, s BIGINT, ws TIMESTAMP(3)) WITH ('connector' = 'blackhole');
+INSERT INTO out SELECT k, COUNT(*), SUM(id), window_start FROM TABLE(HOP(TABLE src, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '5' SECOND))
+GROUP BY k, window_start, window_end;
+`)
+}

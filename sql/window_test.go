@@ -6,6 +6,7 @@ import (
 	dbsql "database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -487,6 +488,119 @@ WHERE id NOT IN (14, 15, 16) GROUP BY window_start, window_end, k`},
 			}
 			if tc.name == "SESSION" && len(legacy) != 4 {
 				t.Errorf("want 4 sessions (ids 1..13 and 17..30 per parity), got\n%s", strings.Join(legacy, "\n"))
+			}
+		})
+	}
+}
+
+// lateEventFiles writes the events of ids from..to-1 ("id,k,ts", one per
+// 100 ms of event time, k0..k2) into two files, one per source subtask of
+// a job of parallelism 2 (file f holds the ids = f mod 2). From id lateFrom
+// on, every 100th event is followed by a late one: id 900000+id at 10.0 to
+// 10.6 s, long behind the watermark by then (tens of seconds of event time
+// and over a second of wall time at 1000 rows per second), whose windows
+// have all fired. It returns the on-time events as (id, k, ms) triples.
+func lateEventFiles(t *testing.T, dir string, from, to, lateFrom int) [][3]int64 {
+	t.Helper()
+	var files [2]strings.Builder
+	var onTime [][3]int64
+	stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000") }
+	for id := from; id < to; id++ {
+		b := &files[id%2]
+		fmt.Fprintf(b, "%d,k%d,%s\n", id, id%3, stamp(int64(id)*100))
+		onTime = append(onTime, [3]int64{int64(id), int64(id % 3), int64(id) * 100})
+		if id >= lateFrom && id%100 == 0 {
+			fmt.Fprintf(b, "%d,k%d,%s\n", 900000+id, id%3, stamp(10_000+int64(id%7)*100))
+		}
+	}
+	writeFiles(t, dir, map[string]string{"part-00.csv": files[0].String(), "part-01.csv": files[1].String()})
+	return onTime
+}
+
+// TestWindowAggregateLateRowsRestore runs HOP and CUMULATE aggregations
+// over files with late events, stops each job mid-way and restores it from
+// its latest checkpoint: the exactly-once output must hold every window
+// of the on-time events once with its full count and sum, and nothing of
+// the late ones (dropped: their windows fired before they came).
+func TestWindowAggregateLateRowsRestore(t *testing.T) {
+	const from, to, lateFrom = 100, 3000, 1600
+	for _, tc := range []struct {
+		name, tvf string
+		windows   func(ms int64) [][2]int64
+	}{
+		{"HOP", "HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '2' SECOND)", func(ms int64) [][2]int64 {
+			var ws [][2]int64
+			for start := ms / 1000 * 1000; start > ms-2000; start -= 1000 {
+				ws = append(ws, [2]int64{start, start + 2000})
+			}
+			return ws
+		}},
+		{"CUMULATE", "CUMULATE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '3' SECOND)", func(ms int64) [][2]int64 {
+			var ws [][2]int64
+			start := ms / 3000 * 3000
+			for end := ms/1000*1000 + 1000; end <= start+3000; end += 1000 {
+				ws = append(ws, [2]int64{start, end})
+			}
+			return ws
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, out, ckpt := t.TempDir(), t.TempDir(), t.TempDir()
+			events := lateEventFiles(t, in, from, to, lateFrom)
+			type win struct {
+				start, end, k int64
+			}
+			count, sum := map[win]int64{}, map[win]int64{}
+			for _, e := range events {
+				for _, w := range tc.windows(e[2]) {
+					count[win{w[0], w[1], e[1]}]++
+					sum[win{w[0], w[1], e[1]}] += e[0]
+				}
+			}
+			stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000") }
+			var want []string
+			for w, c := range count {
+				want = append(want, fmt.Sprintf("%s,%s,k%d,%d,%d", stamp(w.start), stamp(w.end), w.k, c, sum[w]))
+			}
+			slices.Sort(want)
+			script := fmt.Sprintf(`
+SET 'execution.checkpointing.interval' = '50ms';
+CREATE TABLE events (id BIGINT, k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (
+  'connector' = 'filesystem', 'path' = '%s', 'format' = 'csv', 'source.rows-per-second' = '1000');
+CREATE TABLE windows (window_start TIMESTAMP(3), window_end TIMESTAMP(3), k STRING, n BIGINT, s BIGINT) WITH (
+  'connector' = 'filesystem', 'path' = '%s', 'format' = 'csv', 'sink.delivery-guarantee' = 'exactly_once');
+INSERT INTO windows
+SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(%s)
+GROUP BY window_start, window_end, k;
+`, in, out, tc.tvf)
+			// Stop the first run once it committed its first windows.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				for ctx.Err() == nil {
+					if m, _ := filepath.Glob(filepath.Join(out, "part-*")); len(m) > 0 {
+						cancel()
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+			var log bytes.Buffer
+			if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: ckpt, Stdout: &log, Stderr: &log}); err != nil {
+				t.Fatalf("first run: %v\n%s", err, log.String())
+			}
+			first := len(committedRows(t, out))
+			if err := sql.Run(context.Background(), script, sql.Options{Parallelism: 2, CheckpointDir: ckpt, Restore: "latest", Stdout: &log, Stderr: &log}); err != nil {
+				t.Fatalf("restored run: %v\n%s", err, log.String())
+			}
+			got := committedRows(t, out)
+			t.Logf("the first run committed %d of %d windows", first, len(want))
+			if first == 0 || first == len(want) {
+				t.Errorf("the first run committed %d of %d windows; want some but not all, so that the restore has to continue it", first, len(want))
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("committed %d lines, want %d:\n got %q\nwant %q", len(got), len(want), got, want)
 			}
 		})
 	}

@@ -13,9 +13,12 @@
 //	WindowTableFunction clink.FlatMap: a row per window with its bounds;
 //	                   SESSION: clink.Aggregate with session windows keyed by
 //	                   the PARTITION BY columns, holding the rows
-//	WindowAggregate    clink.KeyBy on the encoded group key + clink.Aggregate
-//	                   (event-time windows), accumulators encoded per window
-//	                   (merged when sessions merge); also GroupWindowAggregate
+//	WindowAggregate    clink.KeyBy on the encoded group key + clink.KeyedProcess:
+//	                   the key's open windows with live accumulators in value
+//	                   state, one event-time timer per key (windowagg.go);
+//	                   SESSION: clink.Aggregate with accumulators encoded per
+//	                   window, merged when sessions merge; also
+//	                   GroupWindowAggregate
 //	Rank, Deduplicate  clink.KeyBy on the encoded partition key + clink.Process,
 //	                   the partition's ranked rows (or kept row) in value state
 //	WindowRank         clink.KeyBy + clink.KeyedProcess: rows per window and

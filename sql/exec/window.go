@@ -241,6 +241,9 @@ func (b *builder) windowAggregate(n *planner.WindowAggregate) (clink.Stream[type
 	if err != nil {
 		return in, err
 	}
+	if n.Window.Kind != planner.Session {
+		return b.fixedWindowAggregate(in, n)
+	}
 	keys, uid := n.Keys, n.UID()
 	rowtime := n.Input.Fields()[n.TimeCol].Type
 	keyOf := func(r types.Row) string {

@@ -1,0 +1,371 @@
+package exec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/expr"
+	"github.com/clinkstream/clink/sql/planner"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// The window aggregation of TUMBLE, HOP and CUMULATE runs on
+// clink.KeyedProcess rather than clink.Aggregate: the value state of a
+// group key holds its open windows (a short slice ordered by end) with live
+// accumulators, changed in place and copied once per key and checkpoint;
+// and the key has one event-time timer, at the end of its earliest open
+// window, not one per window. When it fires, every window of the key the
+// watermark has passed fires, and the timer is set again at the end of the
+// earliest window left. SESSION windows merge and keep clink.Aggregate.
+
+// openWindow is one open window of a group key: its bounds and its live
+// accumulators.
+type openWindow struct {
+	start, end int64
+	accs       []expr.Accumulator
+}
+
+// before orders windows by end, then start: the order they fire in.
+func (w *openWindow) before(start, end int64) bool {
+	return w.end < end || w.end == end && w.start < start
+}
+
+// windowState is the open windows of one group key, ordered by end then
+// start.
+type windowState struct {
+	wins []openWindow
+	// spare is room for the accumulators of windows to come, allocated
+	// for as many windows as are open (a key with many open windows
+	// opens many), not one slice per window.
+	spare []expr.Accumulator
+	// first holds the first window of a new state: most keys have one
+	// or two windows open.
+	first [1]openWindow
+}
+
+// newWindowState returns an empty state with room for one window.
+func newWindowState() *windowState {
+	s := &windowState{}
+	s.wins = s.first[:0]
+	return s
+}
+
+// clone deep-copies the state: the value state calls it the first time a
+// key changes after a checkpoint captured it.
+func (s *windowState) clone() *windowState {
+	c := &windowState{wins: make([]openWindow, len(s.wins))}
+	for i, w := range s.wins {
+		accs := make([]expr.Accumulator, len(w.accs))
+		for j, a := range w.accs {
+			accs[j] = a.Clone()
+		}
+		c.wins[i] = openWindow{start: w.start, end: w.end, accs: accs}
+	}
+	return c
+}
+
+// window returns the index of the open window [start, end), adding it
+// with new accumulators if it is not open (added true).
+func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, added bool) {
+	// Rows come mostly in time order, so their windows are mostly the
+	// last ones: search from the end.
+	i = len(s.wins)
+	for i > 0 && !s.wins[i-1].before(start, end) {
+		if w := &s.wins[i-1]; w.start == start && w.end == end {
+			return i - 1, false
+		}
+		i--
+	}
+	k := len(aggs)
+	if len(s.spare) < k {
+		s.spare = make([]expr.Accumulator, k*min(max(len(s.wins), 1), 64))
+	}
+	accs := s.spare[:k:k]
+	s.spare = s.spare[k:]
+	for j, a := range aggs {
+		accs[j] = a.Func.New()
+	}
+	s.wins = append(s.wins, openWindow{})
+	copy(s.wins[i+1:], s.wins[i:])
+	s.wins[i] = openWindow{start: start, end: end, accs: accs}
+	return i, true
+}
+
+// windowCodec encodes a windowState: the number of windows, then per
+// window its start, end and each accumulator's encoding with its length.
+type windowCodec struct {
+	aggs []planner.AggCall
+	uid  string
+}
+
+func (c windowCodec) Append(dst []byte, s *windowState) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s.wins)))
+	for _, w := range s.wins {
+		dst = binary.AppendVarint(dst, w.start)
+		dst = binary.AppendVarint(dst, w.end)
+		for _, a := range w.accs {
+			enc, err := a.MarshalBinary()
+			if err != nil {
+				// The accumulators of sql/expr encode without failing; a
+				// failure would be a bug, and a checkpoint must not hide it.
+				panic(fmt.Sprintf("operator %s: encoding an accumulator: %v", c.uid, err))
+			}
+			dst = binary.AppendUvarint(dst, uint64(len(enc)))
+			dst = append(dst, enc...)
+		}
+	}
+	return dst
+}
+
+func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
+	bad := func(what string) (*windowState, int, error) {
+		return nil, 0, fmt.Errorf("operator %s: window state: %s", c.uid, what)
+	}
+	n, used := binary.Uvarint(src)
+	if used <= 0 || n > uint64(len(src)) {
+		return bad("bad window count")
+	}
+	s := &windowState{wins: make([]openWindow, n)}
+	for i := range s.wins {
+		w := &s.wins[i]
+		var m int
+		if w.start, m = binary.Varint(src[used:]); m <= 0 {
+			return bad("bad window start")
+		}
+		used += m
+		if w.end, m = binary.Varint(src[used:]); m <= 0 {
+			return bad("bad window end")
+		}
+		used += m
+		w.accs = make([]expr.Accumulator, len(c.aggs))
+		for j, a := range c.aggs {
+			l, m := binary.Uvarint(src[used:])
+			if m <= 0 || l > uint64(len(src)-used-m) {
+				return bad(a.Text + "'s accumulator is truncated")
+			}
+			used += m
+			acc, err := a.Func.Decode(src[used : used+int(l)])
+			if err != nil {
+				return nil, 0, fmt.Errorf("operator %s: %w", c.uid, err)
+			}
+			w.accs[j] = acc
+			used += int(l)
+		}
+	}
+	return s, used, nil
+}
+
+// windowSpan is the bounds of a window [start, end).
+type windowSpan struct{ start, end int64 }
+
+// windowAssigner gives a row's windows as clink.TumblingWindows,
+// SlidingWindows and CumulateWindows assign them, into a buffer of the
+// caller (no allocation for the few windows of a row).
+type windowAssigner struct {
+	kind              planner.WindowKind
+	size, slide, step int64
+}
+
+// assign appends the windows of a row at ts to dst, ordered by end.
+func (a windowAssigner) assign(dst []windowSpan, ts int64) []windowSpan {
+	switch a.kind {
+	case planner.Hop:
+		first := floorTo(ts, a.slide) - (a.size-1)/a.slide*a.slide
+		for start := first; start <= ts; start += a.slide {
+			if start+a.size > ts {
+				dst = append(dst, windowSpan{start, start + a.size})
+			}
+		}
+		return dst
+	case planner.Cumulate:
+		start := floorTo(ts, a.size)
+		for end := start + floorTo(ts-start, a.step) + a.step; end <= start+a.size; end += a.step {
+			dst = append(dst, windowSpan{start, end})
+		}
+		return dst
+	}
+	start := floorTo(ts, a.size)
+	return append(dst, windowSpan{start, start + a.size})
+}
+
+// checkWindow refuses window sizes the assigners cannot work with (as
+// clink's window operator does).
+func checkWindow(w planner.WindowSpec) error {
+	switch w.Kind {
+	case planner.Hop:
+		if w.Size <= 0 || w.Slide <= 0 {
+			return fmt.Errorf("sliding window size and slide must be at least 1ms, got %dms and %dms", w.Size, w.Slide)
+		}
+	case planner.Cumulate:
+		if w.Step <= 0 || w.Size <= 0 || w.Size%w.Step != 0 {
+			return fmt.Errorf("cumulate window size (%dms) must be a positive multiple of its step (%dms)", w.Size, w.Step)
+		}
+	default:
+		if w.Size <= 0 {
+			return fmt.Errorf("tumbling window size must be at least 1ms, got %dms", w.Size)
+		}
+	}
+	return nil
+}
+
+// fixedWindowAggregate aggregates TUMBLE, HOP and CUMULATE windows per
+// group key (see the comment at the top of the file). A row is added to
+// each of its windows the watermark has not passed; a row late for all of
+// them is dropped, as in Flink. A window's result, +I of the keys, the
+// aggregates and window_start, window_end and window_time, is emitted
+// when the watermark reaches the window's last millisecond, and the window
+// is removed from state.
+func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.WindowAggregate) (clink.Stream[types.Row], error) {
+	if err := checkWindow(n.Window); err != nil {
+		return in, fmt.Errorf("operator %s: %w", n.UID(), err)
+	}
+	keys, aggs, uid := n.Keys, n.Aggs, n.UID()
+	// window_time has the rowtime's type (see windowValues).
+	ltz := n.Input.Fields()[n.TimeCol].Type.Kind == types.KindTimestampLTZ
+	assign := windowAssigner{kind: n.Window.Kind, size: n.Window.Size, slide: n.Window.Slide, step: n.Window.Step}
+	keyOf := func(r types.Row) string {
+		var buf [32]byte
+		k := buf[:0]
+		for _, i := range keys {
+			k = types.AppendKey(k, r.Values[i])
+		}
+		return string(k)
+	}
+	// A row without a rowtime belongs to no window (as in the
+	// WindowTableFunction).
+	tc := n.TimeCol
+	in = clink.Filter(in, uid+".rowtime", func(r types.Row) bool { return !r.Values[tc].IsNull() })
+
+	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
+		ts := ctx.Timestamp()
+		if ts == clink.NoTimestamp {
+			return fmt.Errorf("operator %s: a row without a timestamp reached the window aggregation", uid)
+		}
+		wm := ctx.CurrentWatermark()
+		var buf [8]windowSpan
+		spans := assign.assign(buf[:0], ts)
+		var ferr error
+		arm, next := false, int64(0)
+		ctx.UpdateValue(func(st *windowState, ok bool) (*windowState, bool) {
+			for _, sp := range spans {
+				if wm != clink.NoTimestamp && sp.end-1 <= wm {
+					continue // late: the window fired (or would have)
+				}
+				if st == nil {
+					st = newWindowState()
+				}
+				i, added := st.window(sp.start, sp.end, aggs)
+				arm = arm || added && i == 0
+				for j, a := range aggs {
+					if a.Filter >= 0 {
+						if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
+							continue
+						}
+					}
+					v := types.Null
+					if a.Arg >= 0 {
+						v = r.Values[a.Arg]
+					}
+					if err := st.wins[i].accs[j].Add(v); err != nil {
+						// The accumulators may be half-changed: fail the job
+						// (the state is restored from the last checkpoint).
+						ferr = fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
+						return st, true
+					}
+				}
+			}
+			if st == nil {
+				return nil, false
+			}
+			next = st.wins[0].end - 1
+			return st, true
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if arm {
+			// A new earliest window: its end is the key's next timer (one
+			// set for a later window stays, and fires what is due then).
+			ctx.RegisterEventTimeTimer(next)
+		}
+		return nil
+	}
+
+	fire := func(ctx *clink.KeyedContext[string, *windowState], _ int64, d clink.TimeDomain, out *clink.Collector[types.Row]) error {
+		if d != clink.EventTime {
+			return nil
+		}
+		wm := ctx.CurrentWatermark()
+		var ferr error
+		rearm, next := false, int64(0)
+		ctx.UpdateValue(func(st *windowState, ok bool) (*windowState, bool) {
+			if !ok {
+				return nil, false
+			}
+			// Every window the watermark passed fires now, not only the
+			// one the timer was set for: a watermark that jumps fires a
+			// key's windows in one go.
+			done := 0
+			for done < len(st.wins) && st.wins[done].end-1 <= wm {
+				w := &st.wins[done]
+				vals, err := appendKey(make([]types.Value, 0, len(keys)+len(aggs)+3), ctx.Key(), len(keys))
+				if err != nil {
+					ferr = fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+					return st, true
+				}
+				for _, a := range w.accs {
+					vals = append(vals, a.Result())
+				}
+				wt := types.Timestamp(w.end-1, 0, 3)
+				if ltz {
+					wt = types.TimestampLTZ(w.end-1, 0, 3)
+				}
+				vals = append(vals, types.Timestamp(w.start, 0, 3), types.Timestamp(w.end, 0, 3), wt)
+				out.CollectWithTimestamp(types.Row{Kind: changelog.Insert, Values: vals}, w.end-1)
+				clear(w.accs) // it may share its array with open windows
+				*w = openWindow{}
+				done++
+			}
+			st.wins = st.wins[done:]
+			if len(st.wins) == 0 {
+				return nil, false
+			}
+			rearm, next = true, st.wins[0].end-1
+			return st, true
+		})
+		if ferr != nil {
+			return ferr
+		}
+		if rearm {
+			ctx.RegisterEventTimeTimer(next)
+		}
+		return nil
+	}
+
+	return clink.KeyedProcess(clink.KeyBy(in, keyOf), uid, clink.KeyedProcessFunction[string, types.Row, *windowState, types.Row]{
+		ProcessElement: add,
+		OnTimer:        fire,
+		ValueCodec:     windowCodec{aggs: aggs, uid: uid},
+		ValueCopy:      (*windowState).clone,
+	}), nil
+}
+
+// appendKey appends the n values of an encoded group key to dst.
+func appendKey(dst []types.Value, k string, n int) ([]types.Value, error) {
+	src := []byte(k)
+	for range n {
+		v, m, err := types.DecodeValue(src)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, v)
+		src = src[m:]
+	}
+	if len(src) != 0 {
+		return nil, errors.New("bytes left after the key's values")
+	}
+	return dst, nil
+}
