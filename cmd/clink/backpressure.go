@@ -16,9 +16,9 @@ import (
 // sinkCost is the time the --backpressure sink spends per record.
 const sinkCost = 200 * time.Microsecond
 
-// defaultBackpressureEvents is --events under --backpressure when not
-// given: about ten seconds of the slow sink's work per mode.
-const defaultBackpressureEvents = 50_000
+// defaultBackpressureDuration is --duration under --backpressure when not
+// given.
+const defaultBackpressureDuration = 10 * time.Second
 
 // slowSink is the sink of --backpressure: it takes sinkCost per record
 // on average. It sleeps until a deadline that moves by sinkCost per
@@ -75,6 +75,7 @@ func slowSinks(query, script string) (string, error) {
 
 // backpressureRun is one mode's figures under --backpressure.
 type backpressureRun struct {
+	Events      int64   `json:"events"`
 	Checkpoints int64   `json:"checkpoints"`
 	CkptP50Ms   float64 `json:"ckpt_p50_ms"`
 	CkptP99Ms   float64 `json:"ckpt_p99_ms"`
@@ -88,7 +89,7 @@ type backpressureRun struct {
 // the JSON keys are a contract for scripts.
 type backpressureResult struct {
 	Query           string          `json:"query"`
-	Events          int64           `json:"events"`
+	DurationS       float64         `json:"duration_s"`
 	Parallelism     int             `json:"parallelism"`
 	SinkUsPerRecord float64         `json:"sink_us_per_record"`
 	Aligned         backpressureRun `json:"aligned"`
@@ -101,13 +102,12 @@ func (r *backpressureResult) print(w io.Writer, asJSON bool) error {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "query        %s at parallelism %d, into one sink subtask taking %.0f µs per record\n", r.Query, r.Parallelism, r.SinkUsPerRecord)
-	fmt.Fprintf(&b, "events       %d\n", r.Events)
-	fmt.Fprintf(&b, "%-12s %11s %9s %9s %9s %9s %8s %9s\n", "mode", "checkpoints", "p50 ms", "p99 ms", "max ms", "records", "wall s", "records/s")
+	fmt.Fprintf(&b, "%-10s %9s %11s %9s %9s %9s %9s %8s %9s\n", "mode", "events", "checkpoints", "p50 ms", "p99 ms", "max ms", "records", "wall s", "records/s")
 	for _, m := range []struct {
 		name string
 		run  *backpressureRun
 	}{{"aligned", &r.Aligned}, {"unaligned", &r.Unaligned}} {
-		fmt.Fprintf(&b, "%-12s %11d %9.1f %9.1f %9.1f %9d %8.3f %9.0f\n", m.name, m.run.Checkpoints, m.run.CkptP50Ms, m.run.CkptP99Ms, m.run.CkptMaxMs, m.run.Records, m.run.WallS, m.run.RecordsPerS)
+		fmt.Fprintf(&b, "%-10s %9d %11d %9.1f %9.1f %9.1f %9d %8.3f %9.0f\n", m.name, m.run.Events, m.run.Checkpoints, m.run.CkptP50Ms, m.run.CkptP99Ms, m.run.CkptMaxMs, m.run.Records, m.run.WallS, m.run.RecordsPerS)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -116,7 +116,7 @@ func (r *backpressureResult) print(w io.Writer, asJSON bool) error {
 // runBackpressureBench runs the job with aligned and then with unaligned
 // checkpoints into a fresh slow sink each time.
 func runBackpressureBench(ctx context.Context, o benchOptions) (*backpressureResult, error) {
-	res := &backpressureResult{Query: o.query, Events: o.events, Parallelism: o.parallelism, SinkUsPerRecord: float64(sinkCost) / float64(time.Microsecond)}
+	res := &backpressureResult{Query: o.query, DurationS: o.duration.Seconds(), Parallelism: o.parallelism, SinkUsPerRecord: float64(sinkCost) / float64(time.Microsecond)}
 	for _, m := range []struct {
 		mode clinkapi.CheckpointMode
 		run  *backpressureRun
@@ -129,6 +129,7 @@ func runBackpressureBench(ctx context.Context, o benchOptions) (*backpressureRes
 		}
 		records := run.slow.records.Load()
 		*m.run = backpressureRun{
+			Events:      r.Events,
 			Checkpoints: r.Checkpoints,
 			CkptP50Ms:   r.CkptP50Ms,
 			CkptP99Ms:   r.CkptP99Ms,

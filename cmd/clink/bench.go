@@ -36,6 +36,8 @@ type benchOptions struct {
 	cpuProfile         string
 	killAfter          int64
 	backpressure       bool
+	duration           time.Duration
+	eventsSet          bool // --events was given
 
 	// mode and slow are set per run by --backpressure: the checkpoint
 	// mode, and the sink that replaces the query's.
@@ -79,23 +81,22 @@ from the failure until the restarted job's sources emit again (the restart
 and the restore of its state).
 
 --backpressure runs the job twice, with aligned and with unaligned
-checkpoints, into a slow sink instead of the query's: a single subtask
-behind a round-robin exchange that spends 200 µs per record, so the
-channels in front of it fill and every barrier is queued behind buffered
-records. For each mode it reports the checkpoints completed, their
+checkpoints, for --duration each (default 10s) on an unbounded generator,
+into a slow sink instead of the query's: a single subtask behind a
+round-robin exchange that spends 200 µs per record, so the channels in
+front of it fill and every barrier is queued behind buffered records. For
+each mode it reports the events emitted, the checkpoints completed, their
 durations (p50, p99, max: from the trigger until the COMPLETED marker is
-written) and the records the sink took. --events defaults to 50000 with
-it; --kill-after and --cpuprofile cannot be combined with it, and a query
-must write its rows to blackhole tables and produce no updates.`,
+written) and the records the sink took. --events, --kill-after and
+--cpuprofile cannot be combined with it, and a query must write its rows
+to blackhole tables and produce no updates.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.eventsSet = cmd.Flags().Changed("events")
 			if err := o.validate(); err != nil {
 				return err
 			}
 			if o.backpressure {
-				if !cmd.Flags().Changed("events") {
-					o.events = defaultBackpressureEvents
-				}
 				res, err := runBackpressureBench(cmd.Context(), o)
 				if err != nil {
 					return err
@@ -117,7 +118,8 @@ must write its rows to blackhole tables and produce no updates.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	f.Int64Var(&o.killAfter, "kill-after", 0, "fail the job once, at the first checkpoint after N events, and report its recovery")
-	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and unaligned checkpoints into a sink that takes 200µs per record, and compare their durations (--events defaults to 50000)")
+	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and then unaligned checkpoints into a sink that takes 200µs per record, and compare their durations")
+	f.DurationVar(&o.duration, "duration", 0, "with --backpressure: how long each of the two runs lasts (default 10s)")
 	return cmd
 }
 
@@ -130,6 +132,15 @@ func (o *benchOptions) validate() error {
 	}
 	if o.checkpointInterval <= 0 {
 		return fmt.Errorf("--checkpoint-interval must be positive, got %s", o.checkpointInterval)
+	}
+	if o.duration < 0 || o.duration > 0 && !o.backpressure {
+		return fmt.Errorf("--duration needs --backpressure and must be positive, got %s", o.duration)
+	}
+	if o.backpressure && o.eventsSet {
+		return errors.New("--events cannot be combined with --backpressure, which runs for --duration")
+	}
+	if o.backpressure && o.duration == 0 {
+		o.duration = defaultBackpressureDuration
 	}
 	if o.backpressure && o.killAfter != 0 {
 		return errors.New("--kill-after cannot be combined with --backpressure")
@@ -282,6 +293,15 @@ func (k *killer) finish(end time.Time) (time.Duration, error) {
 	return k.mu.recovery, nil
 }
 
+// sourceEvents is the number of events the generator emits: 0, unbounded,
+// when the job runs for a --duration.
+func (o *benchOptions) sourceEvents() int64 {
+	if o.duration > 0 {
+		return 0
+	}
+	return o.events
+}
+
 // benchJob is a job ready to run and how to count the events its
 // sources emitted.
 type benchJob struct {
@@ -292,7 +312,7 @@ type benchJob struct {
 // genJob runs the generator alone into a sink that discards the events.
 func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error) {
 	cfg := nexmark.DefaultConfig()
-	cfg.Events = o.events
+	cfg.Events = o.sourceEvents()
 	src, err := nexmark.NewSource(cfg)
 	if err != nil {
 		return nil, err
@@ -322,7 +342,7 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 // queryJob plans clink's copy of a Nexmark query over o.events events.
 func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error) {
 	script, err := nexmarksql.Script(o.query, nexmarksql.Params{
-		Events:    o.events,
+		Events:    o.sourceEvents(),
 		OutputDir: filepath.Join(dir, "output"),
 		SideInput: filepath.Join(dir, "side_input.csv"),
 	})
@@ -451,8 +471,15 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	runCtx := ctx
+	if o.duration > 0 {
+		// The job ends when the context does, without a final checkpoint.
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
 	t0 := time.Now()
-	runErr := job.run(ctx)
+	runErr := job.run(runCtx)
 	wall := time.Since(t0)
 	cpu1, rss, err := rusage()
 	close(stop)
@@ -473,17 +500,21 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted after %s: %w", wall.Round(time.Millisecond), ctx.Err())
 	}
-	if got := job.emitted(); got < o.events {
-		return nil, fmt.Errorf("the job emitted %d events, want %d", got, o.events)
+	events := job.emitted()
+	if o.duration == 0 {
+		if events < o.events {
+			return nil, fmt.Errorf("the job emitted %d events, want %d", events, o.events)
+		}
+		events = o.events
 	}
 	cpu := cpu1 - cpu0
 	res := &benchResult{
 		Query:         o.query,
-		Events:        o.events,
+		Events:        events,
 		WallS:         wall.Seconds(),
-		EventsPerS:    float64(o.events) / wall.Seconds(),
+		EventsPerS:    float64(events) / wall.Seconds(),
 		CPUS:          cpu.Seconds(),
-		EventsPerCPUS: float64(o.events) / cpu.Seconds(),
+		EventsPerCPUS: float64(events) / cpu.Seconds(),
 		Checkpoints:   reg.Summary().CheckpointsCompleted,
 		PeakRSSMB:     float64(rss) / (1 << 20),
 	}
