@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -145,6 +146,30 @@ func (c *Channel) PushPriority(b Element) {
 	c.mu.n++
 	c.mu.Unlock()
 	c.signal()
+}
+
+// PeekOvertaken returns, without removing them, the first n queued
+// elements that are not barriers: called right after a priority barrier
+// that overtook n elements was popped, those elements (a later priority
+// barrier may have been placed in front of them, never among them). The
+// caller has captured them into the barrier's checkpoint, so they are no
+// longer owed to its region: their protection ends, and a later priority
+// barrier may overtake them too. It panics when fewer are queued, which
+// would break the channel's contract.
+func (c *Channel) PeekOvertaken(n int) []Element {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.protected = 0
+	out := make([]Element, 0, n)
+	for i := 0; i < c.mu.n && len(out) < n; i++ {
+		if e := c.mu.buf[(c.mu.head+i)%len(c.mu.buf)]; e.Kind != KindBarrier {
+			out = append(out, e)
+		}
+	}
+	if len(out) < n {
+		panic(fmt.Sprintf("runtime: a barrier overtook %d elements, but %d are queued", n, len(out)))
+	}
+	return out
 }
 
 // TryPop removes and returns the oldest element, or ok=false when empty.

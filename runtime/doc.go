@@ -28,8 +28,10 @@
 //   - A task with inputs hands each barrier to its checkpoint.Alignment. On
 //     Forward it captures its snapshot, forwards the barrier, and, under an
 //     unaligned checkpoint, keeps capturing the records that precede the
-//     barrier on the other inputs (and those a priority barrier overtook)
-//     before queuing the snapshot.
+//     barrier on the other inputs before queuing the snapshot. The records a
+//     priority barrier overtook are captured when it is popped, while they
+//     are still queued (they are processed later as usual), so the snapshot
+//     does not wait for a backpressured queue to drain.
 //   - The snapshot worker writes the snapshot durably and only then acks;
 //     the coordinator completes N when every task acked, the driver writes
 //     COMPLETED-N and then notifies listeners.

@@ -18,14 +18,14 @@ const MaxWatermark = math.MaxInt64
 // MinWatermark is the watermark before any has arrived.
 const MinWatermark = math.MinInt64
 
-// region is a run of elements a priority barrier overtook on one input: they
-// precede the barrier, so their records belong to the barrier's checkpoint.
+// region is a run of elements a priority barrier of an aligned checkpoint
+// overtook on one input (the chain cannot capture in-flight records, or the
+// checkpoint was pinned aligned): the barrier is handed to alignment only
+// after the region has been processed. The region of an unaligned barrier
+// is captured when the barrier is popped and needs no tracking.
 type region struct {
 	barrier   checkpoint.Barrier
 	remaining int
-	// deferred: the chain cannot capture in-flight records, so the barrier
-	// is handed to alignment only after the region has been processed.
-	deferred bool
 }
 
 // pendingSnapshot is a snapshot whose state is captured but whose in-flight
@@ -35,7 +35,6 @@ type pendingSnapshot struct {
 	snap      *captured
 	inflight  map[int]*store.InFlight // by channel index
 	alignDone bool
-	regions   int // open regions for this id
 	align     int64
 }
 
@@ -117,6 +116,13 @@ func (t *operatorTask) run() (err error) {
 			}
 		}
 		if progressed {
+			// A canceled job stops now, not once its queues ran dry: under
+			// backpressure they hold seconds of work.
+			select {
+			case <-b.done:
+				return ErrCanceled
+			default:
+			}
 			if timed != nil {
 				if err := runDeadline(timed, b.name); err != nil {
 					return err
@@ -225,15 +231,11 @@ func (t *operatorTask) handle(i int, e Element) error {
 				kept = append(kept, r)
 				continue
 			}
-			if r.deferred {
-				ready = append(ready, r.barrier)
-			} else if p := t.pending[r.barrier.ID]; p != nil {
-				p.regions--
-			}
+			ready = append(ready, r.barrier)
 		}
 		t.regions[i] = kept
 		for _, br := range ready {
-			if err := t.onBarrier(i, br, 0); err != nil {
+			if err := t.onBarrier(i, br); err != nil {
 				return err
 			}
 		}
@@ -257,18 +259,24 @@ func (t *operatorTask) handleElement(i int, e Element) error {
 			}
 		}
 	case KindBarrier:
-		if e.Overtaken > 0 {
-			// The barrier took the priority lane. Under an aligned
-			// checkpoint (pinned, or because the chain cannot capture) the
-			// overtaken elements must be processed before alignment sees
-			// the barrier; under an unaligned one they are captured.
-			r := region{barrier: e.Barrier, remaining: e.Overtaken, deferred: t.modeFor(e.Barrier) == checkpoint.Aligned}
-			t.regions[i] = append(t.regions[i], r)
-			if r.deferred {
-				return nil
-			}
+		if e.Overtaken == 0 {
+			return t.onBarrier(i, e.Barrier)
 		}
-		return t.onBarrier(i, e.Barrier, e.Overtaken)
+		// The barrier took the priority lane. Under an aligned checkpoint
+		// (pinned, or because the chain cannot capture) the overtaken
+		// elements must be processed before alignment sees the barrier.
+		if t.modeFor(e.Barrier) == checkpoint.Aligned {
+			t.regions[i] = append(t.regions[i], region{barrier: e.Barrier, remaining: e.Overtaken})
+			return nil
+		}
+		// Under an unaligned one they are captured now, while they are
+		// still queued: the snapshot need not wait until they have been
+		// processed, which under backpressure takes as long as alignment.
+		if err := t.onBarrier(i, e.Barrier); err != nil {
+			return err
+		}
+		t.captureOvertaken(i, e.Barrier.ID, e.Overtaken)
+		return nil
 	case KindEnd:
 		t.closed[i] = true
 		t.open--
@@ -313,38 +321,54 @@ func (t *operatorTask) advanceWatermark() error {
 }
 
 // capture appends a batch from channel i to every unaligned snapshot whose
-// barrier it precedes.
+// barrier it precedes and has not yet arrived on channel i.
 func (t *operatorTask) capture(i int, batch Batch) {
 	if len(t.pending) == 0 {
 		return
 	}
-	var ids []checkpoint.ID
-	for _, r := range t.regions[i] {
-		if !r.deferred {
-			ids = append(ids, r.barrier.ID)
-		}
-	}
-	ids = append(ids, t.align.Capturing(i)...)
+	ids := t.align.Capturing(i)
 	if len(ids) == 0 {
 		return
 	}
 	t.scratch = t.op.EncodeBatch(t.logical[i], batch, t.scratch[:0])
 	for _, id := range ids {
-		p := t.pending[id]
-		if p == nil {
-			continue
-		}
-		f := p.inflight[i]
-		if f == nil {
-			f = &store.InFlight{Input: i}
-			p.inflight[i] = f
-		}
-		f.Data = appendFrame(f.Data, t.scratch)
-		f.Records += batch.Len()
+		t.appendInFlight(id, i, t.scratch, batch.Len())
 	}
 }
 
-func (t *operatorTask) onBarrier(i int, br checkpoint.Barrier, overtaken int) error {
+// captureOvertaken appends the record batches among the n elements the
+// just-popped priority barrier id overtook on channel i, still queued, to
+// the snapshot of id. They are processed later as usual.
+func (t *operatorTask) captureOvertaken(i int, id checkpoint.ID, n int) {
+	if t.pending[id] == nil {
+		return // the snapshot failed and was declined
+	}
+	for _, e := range t.inputs[i].PeekOvertaken(n) {
+		if e.Kind != KindRecords {
+			continue
+		}
+		t.scratch = t.op.EncodeBatch(t.logical[i], e.Batch, t.scratch[:0])
+		t.appendInFlight(id, i, t.scratch, e.Batch.Len())
+	}
+}
+
+// appendInFlight appends one encoded batch of channel i to the in-flight
+// records of pending snapshot id.
+func (t *operatorTask) appendInFlight(id checkpoint.ID, i int, frame []byte, records int) {
+	p := t.pending[id]
+	if p == nil {
+		return
+	}
+	f := p.inflight[i]
+	if f == nil {
+		f = &store.InFlight{Input: i}
+		p.inflight[i] = f
+	}
+	f.Data = appendFrame(f.Data, frame)
+	f.Records += records
+}
+
+func (t *operatorTask) onBarrier(i int, br checkpoint.Barrier) error {
 	if t.align.Paused(i) {
 		panic(fmt.Sprintf("runtime: %s popped %v from paused input %d", t.base.name, br, i))
 	}
@@ -361,17 +385,7 @@ func (t *operatorTask) onBarrier(i int, br checkpoint.Barrier, overtaken int) er
 	if first && !adv.Forward && t.pausedAt.IsZero() {
 		t.pausedAt = time.Now()
 	}
-	if err := t.apply(adv); err != nil {
-		return err
-	}
-	if overtaken > 0 && !adv.Forward {
-		// The barrier was already forwarded by an earlier delivery; the
-		// region still precedes it on this input.
-		if p := t.pending[br.ID]; p != nil {
-			p.regions++
-		}
-	}
-	return nil
+	return t.apply(adv)
 }
 
 // apply carries out an alignment advance: snapshot and forward.
@@ -405,13 +419,6 @@ func (t *operatorTask) apply(adv checkpoint.Advance) error {
 		if snap != nil {
 			p := &pendingSnapshot{id: br.ID, snap: snap, inflight: map[int]*store.InFlight{}, align: alignNanos}
 			p.alignDone = !adv.UnalignedFirst || len(adv.CaptureInputs) == 0 || slices.Contains(adv.CaptureDone, br.ID)
-			for _, rs := range t.regions {
-				for _, r := range rs {
-					if r.barrier.ID == br.ID && !r.deferred {
-						p.regions++
-					}
-				}
-			}
 			t.pending[br.ID] = p
 		}
 	}
@@ -431,7 +438,7 @@ func (t *operatorTask) finishPending() error {
 	}
 	for _, id := range t.pendingIDs() {
 		p := t.pending[id]
-		if !p.alignDone || p.regions > 0 {
+		if !p.alignDone {
 			// Later ids wait for earlier ones so the worker sees them in order.
 			return nil
 		}

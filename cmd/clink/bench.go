@@ -35,6 +35,14 @@ type benchOptions struct {
 	json               bool
 	cpuProfile         string
 	killAfter          int64
+	backpressure       bool
+	duration           time.Duration
+	eventsSet          bool // --events was given
+
+	// mode and slow are set per run by --backpressure: the checkpoint
+	// mode, and the sink that replaces the query's.
+	mode clinkapi.CheckpointMode
+	slow *slowSink
 }
 
 func newBenchCmd() *cobra.Command {
@@ -70,11 +78,30 @@ lacks fail at planning with the planner's error.
 first checkpoint after N events, and lets it restart in this process from
 its newest checkpoint; the result adds the restarts and the recovery time:
 from the failure until the restarted job's sources emit again (the restart
-and the restore of its state).`,
+and the restore of its state).
+
+--backpressure runs the job twice, with aligned and with unaligned
+checkpoints, for --duration each (default 10s) on an unbounded generator,
+into a slow sink instead of the query's: a single subtask behind a
+round-robin exchange that spends 200 µs per record, so the channels in
+front of it fill and every barrier is queued behind buffered records. For
+each mode it reports the events emitted, the checkpoints completed, their
+durations (p50, p99, max: from the trigger until the COMPLETED marker is
+written) and the records the sink took. --events, --kill-after and
+--cpuprofile cannot be combined with it, and a query must write its rows
+to blackhole tables and produce no updates.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.eventsSet = cmd.Flags().Changed("events")
 			if err := o.validate(); err != nil {
 				return err
+			}
+			if o.backpressure {
+				res, err := runBackpressureBench(cmd.Context(), o)
+				if err != nil {
+					return err
+				}
+				return res.print(cmd.OutOrStdout(), o.json)
 			}
 			res, err := runNexmarkBench(cmd.Context(), o)
 			if err != nil {
@@ -91,6 +118,8 @@ and the restore of its state).`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	f.Int64Var(&o.killAfter, "kill-after", 0, "fail the job once, at the first checkpoint after N events, and report its recovery")
+	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and then unaligned checkpoints into a sink that takes 200µs per record, and compare their durations")
+	f.DurationVar(&o.duration, "duration", 0, "with --backpressure: how long each of the two runs lasts (default 10s)")
 	return cmd
 }
 
@@ -103,6 +132,21 @@ func (o *benchOptions) validate() error {
 	}
 	if o.checkpointInterval <= 0 {
 		return fmt.Errorf("--checkpoint-interval must be positive, got %s", o.checkpointInterval)
+	}
+	if o.duration < 0 || o.duration > 0 && !o.backpressure {
+		return fmt.Errorf("--duration needs --backpressure and must be positive, got %s", o.duration)
+	}
+	if o.backpressure && o.eventsSet {
+		return errors.New("--events cannot be combined with --backpressure, which runs for --duration")
+	}
+	if o.backpressure && o.duration == 0 {
+		o.duration = defaultBackpressureDuration
+	}
+	if o.backpressure && o.killAfter != 0 {
+		return errors.New("--kill-after cannot be combined with --backpressure")
+	}
+	if o.backpressure && o.cpuProfile != "" {
+		return errors.New("--cpuprofile cannot be combined with --backpressure (it runs two jobs)")
 	}
 	if o.killAfter < 0 || o.killAfter >= o.events {
 		return fmt.Errorf("--kill-after must be between 1 and --events - 1 (0: never), got %d", o.killAfter)
@@ -129,6 +173,8 @@ type benchResult struct {
 	CkptP50Ms     float64 `json:"ckpt_p50_ms"`
 	CkptP99Ms     float64 `json:"ckpt_p99_ms"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	// durations are the checkpoints' durations as the sampler saw them.
+	durations []time.Duration
 	// Restarts and RecoveryS are reported with --kill-after only.
 	Restarts  *int64   `json:"restarts,omitempty"`
 	RecoveryS *float64 `json:"recovery_s,omitempty"`
@@ -247,6 +293,15 @@ func (k *killer) finish(end time.Time) (time.Duration, error) {
 	return k.mu.recovery, nil
 }
 
+// sourceEvents is the number of events the generator emits: 0, unbounded,
+// when the job runs for a --duration.
+func (o *benchOptions) sourceEvents() int64 {
+	if o.duration > 0 {
+		return 0
+	}
+	return o.events
+}
+
 // benchJob is a job ready to run and how to count the events its
 // sources emitted.
 type benchJob struct {
@@ -257,7 +312,7 @@ type benchJob struct {
 // genJob runs the generator alone into a sink that discards the events.
 func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error) {
 	cfg := nexmark.DefaultConfig()
-	cfg.Events = o.events
+	cfg.Events = o.sourceEvents()
 	src, err := nexmark.NewSource(cfg)
 	if err != nil {
 		return nil, err
@@ -266,6 +321,7 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 		Parallelism:        o.parallelism,
 		CheckpointDir:      filepath.Join(dir, "checkpoints"),
 		CheckpointInterval: o.checkpointInterval,
+		CheckpointMode:     o.mode,
 		BatchSize:          1024,
 		Metrics:            reg,
 		Restart:            o.restart(),
@@ -274,7 +330,12 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 		return nil, err
 	}
 	events := clinkapi.FromSource(env, "nexmark", o.parallelism, connector.Source[nexmark.Event](src))
-	clinkapi.SinkTo(events, "discard", clinkapi.SinkFunc(func(nexmark.Event) error { return nil }))
+	if o.slow != nil {
+		slow := clinkapi.Rebalance(events).SetParallelism(1)
+		clinkapi.SinkTo(slow, "slow", clinkapi.SinkFunc(func(nexmark.Event) error { return o.slow.record() }))
+	} else {
+		clinkapi.SinkTo(events, "discard", clinkapi.SinkFunc(func(nexmark.Event) error { return nil }))
+	}
 	return &benchJob{run: env.Execute, emitted: func() int64 { return reg.Summary().RecordsOut }}, nil
 }
 
@@ -289,18 +350,26 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 		}
 	}
 	script, err := nexmarksql.Script(o.query, nexmarksql.Params{
-		Events:    o.events,
+		Events:    o.sourceEvents(),
 		OutputDir: filepath.Join(dir, "output"),
 		SideInput: side,
 	})
 	if err != nil {
 		return nil, err
 	}
+	stdout := io.Discard
+	if o.slow != nil {
+		if script, err = slowSinks(o.query, script); err != nil {
+			return nil, err
+		}
+		stdout = o.slow
+	}
 	job, err := sql.Prepare(script, sql.Options{
 		Parallelism:        o.parallelism,
 		CheckpointDir:      filepath.Join(dir, "checkpoints"),
 		CheckpointInterval: o.checkpointInterval,
-		Stdout:             io.Discard,
+		CheckpointMode:     o.mode,
+		Stdout:             stdout,
 		Stderr:             io.Discard,
 		Metrics:            reg,
 		Functions:          nexmarksql.Functions(),
@@ -308,6 +377,13 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("planning Nexmark %s: %w", o.query, nexmarksql.Locate(o.query, err))
+	}
+	if o.slow != nil {
+		for _, s := range job.Sinks {
+			if s.Input.Updating() {
+				return nil, fmt.Errorf("--backpressure needs a query without updates: Nexmark %s writes update changes into %s", o.query, s.Table.Name)
+			}
+		}
 	}
 	// The events are what the nexmark scans emitted.
 	var scans []string
@@ -403,8 +479,15 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		}
 		defer pprof.StopCPUProfile()
 	}
+	runCtx := ctx
+	if o.duration > 0 {
+		// The job ends when the context does, without a final checkpoint.
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, o.duration)
+		defer cancel()
+	}
 	t0 := time.Now()
-	runErr := job.run(ctx)
+	runErr := job.run(runCtx)
 	wall := time.Since(t0)
 	cpu1, rss, err := rusage()
 	close(stop)
@@ -425,21 +508,26 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("interrupted after %s: %w", wall.Round(time.Millisecond), ctx.Err())
 	}
-	if got := job.emitted(); got < o.events {
-		return nil, fmt.Errorf("the job emitted %d events, want %d", got, o.events)
+	events := job.emitted()
+	if o.duration == 0 {
+		if events < o.events {
+			return nil, fmt.Errorf("the job emitted %d events, want %d", events, o.events)
+		}
+		events = o.events
 	}
 	cpu := cpu1 - cpu0
 	res := &benchResult{
 		Query:         o.query,
-		Events:        o.events,
+		Events:        events,
 		WallS:         wall.Seconds(),
-		EventsPerS:    float64(o.events) / wall.Seconds(),
+		EventsPerS:    float64(events) / wall.Seconds(),
 		CPUS:          cpu.Seconds(),
-		EventsPerCPUS: float64(o.events) / cpu.Seconds(),
+		EventsPerCPUS: float64(events) / cpu.Seconds(),
 		Checkpoints:   reg.Summary().CheckpointsCompleted,
 		PeakRSSMB:     float64(rss) / (1 << 20),
 	}
 	res.CkptP50Ms, res.CkptP99Ms = percentileMs(durations, 0.50), percentileMs(durations, 0.99)
+	res.durations = durations
 	if kill != nil {
 		restarts, rs := reg.Summary().Restarts, recovery.Seconds()
 		res.Restarts, res.RecoveryS = &restarts, &rs

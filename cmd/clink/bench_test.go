@@ -92,3 +92,73 @@ func TestBenchNexmarkGen(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchNexmarkBackpressure(t *testing.T) {
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--backpressure", "--duration", "1500ms", "--parallelism", "2", "--checkpoint-interval", "100ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var got struct {
+		Query           string
+		DurationS       float64 `json:"duration_s"`
+		Parallelism     int
+		SinkUsPerRecord float64 `json:"sink_us_per_record"`
+		Aligned         map[string]float64
+		Unaligned       map[string]float64
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output %q is not one JSON object: %v", out, err)
+	}
+	if got.Query != "q1" || got.DurationS != 1.5 || got.Parallelism != 2 || got.SinkUsPerRecord != 200 {
+		t.Errorf("implausible result: %s", out)
+	}
+	for name, run := range map[string]map[string]float64{"aligned": got.Aligned, "unaligned": got.Unaligned} {
+		// An aligned checkpoint waits for seconds of queued records, so
+		// only the unaligned run is sure to complete one in 1.5s.
+		if name == "unaligned" && run["checkpoints"] < 1 {
+			t.Errorf("no unaligned checkpoint completed: %s", out)
+		}
+		if len(run) != 8 || run["records"] < 100 || run["events"] < run["records"] || run["wall_s"] < 1.5 ||
+			run["checkpoints"] > 0 && run["ckpt_p50_ms"] <= 0 || run["ckpt_p99_ms"] < run["ckpt_p50_ms"] || run["ckpt_max_ms"] < run["ckpt_p99_ms"] {
+			t.Errorf("implausible %s figures: %s", name, out)
+		}
+		// The sink takes 200µs per record: at most 5000 records per second.
+		if run["records_per_s"] <= 0 || run["records_per_s"] > 5100 {
+			t.Errorf("%s: the sink was not slow: %s", name, out)
+		}
+	}
+
+	code, out, errs = clink(t, "bench", "nexmark", "--query", "gen", "--backpressure", "--duration", "300ms")
+	if code != 0 || errs != "" {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	for _, w := range []string{"query        gen at parallelism 1, into one sink subtask taking 200 µs per record\n", "\naligned ", "\nunaligned ", "checkpoints"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("text output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
+func TestBenchNexmarkBackpressureErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--backpressure", "--kill-after", "10"}, "--kill-after cannot be combined with --backpressure"},
+		{[]string{"--backpressure", "--cpuprofile", "cpu.out"}, "--cpuprofile cannot be combined with --backpressure"},
+		{[]string{"--backpressure", "--events", "1000"}, "--events cannot be combined with --backpressure, which runs for --duration"},
+		{[]string{"--duration", "1s"}, "--duration needs --backpressure and must be positive, got 1s"},
+		{[]string{"--backpressure", "--duration", "-1s"}, "--duration needs --backpressure and must be positive, got -1s"},
+		{[]string{"--backpressure", "--query", "q10"}, "--backpressure replaces the query's blackhole sinks, and Nexmark q10 writes to none"},
+		{[]string{"--backpressure", "--query", "q17"}, "--backpressure needs a query without updates: Nexmark q17 writes update changes into nexmark_q17"},
+	} {
+		args := append([]string{"bench", "nexmark", "--duration", "100ms"}, c.args...)
+		if c.args[0] == "--duration" {
+			args = append([]string{"bench", "nexmark"}, c.args...)
+		}
+		code, out, errs := clink(t, args...)
+		if code == 0 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("clink %s: exit %d, stdout %q, stderr %q; want a non-zero exit and %q", strings.Join(args, " "), code, out, errs, c.want)
+		}
+	}
+}
