@@ -196,7 +196,7 @@ func (c *benchChild) usage() (time.Duration, int64) {
 }
 
 // runKillBench runs the job in a process of its own, SIGKILLs it once its
-// sources emitted o.killAfter events, and starts a second process that
+// sources emitted o.killAfter events and a checkpoint completed, and starts a second process that
 // restores the newest completed checkpoint and runs to the end. It
 // measures, from the kill, the restart (the restored sources emit their
 // first event), the recovery (the sinks take their first record) and the
@@ -223,7 +223,8 @@ func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
 		if !ok || p.kind == "done" {
 			break
 		}
-		if p.kind == "emitted" && p.n >= o.killAfter {
+		// The kill waits for a completed checkpoint to restore.
+		if p.kind == "emitted" && p.n >= o.killAfter && len(first.ckpts) > 0 {
 			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				return nil, fmt.Errorf("killing the job process: %w", err)
 			}
@@ -232,7 +233,7 @@ func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
 	}
 	werr := first.wait()
 	if killedAt.IsZero() {
-		return nil, fmt.Errorf("the job process ended before it emitted --kill-after %d events (%v): %s", o.killAfter, werr, strings.TrimSpace(first.stderr.String()))
+		return nil, fmt.Errorf("the job process ended before it emitted --kill-after %d events and completed a checkpoint (%v): %s", o.killAfter, werr, strings.TrimSpace(first.stderr.String()))
 	}
 	if ws, ok := first.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		return nil, fmt.Errorf("the job process was not ended by SIGKILL: %v", first.cmd.ProcessState)
