@@ -20,7 +20,6 @@ import (
 	"github.com/clinkstream/clink/connector"
 	"github.com/clinkstream/clink/connectors/nexmark"
 	nexmarksql "github.com/clinkstream/clink/examples/nexmark"
-	"github.com/clinkstream/clink/internal/fault"
 	"github.com/clinkstream/clink/metrics"
 	"github.com/clinkstream/clink/sql"
 	"github.com/clinkstream/clink/sql/planner"
@@ -35,6 +34,7 @@ type benchOptions struct {
 	json               bool
 	cpuProfile         string
 	killAfter          int64
+	restore            string // the checkpoint a --kill-after child restores
 	backpressure       bool
 	duration           time.Duration
 	eventsSet          bool // --events was given
@@ -54,7 +54,7 @@ func newBenchCmd() *cobra.Command {
 			return errors.New("name a benchmark: clink bench nexmark")
 		},
 	}
-	cmd.AddCommand(newBenchNexmarkCmd())
+	cmd.AddCommand(newBenchNexmarkCmd(), newBenchChildCmd())
 	return cmd
 }
 
@@ -74,11 +74,12 @@ DDL, then the query file) with its sink tables discarding their rows; q10
 writes its files into a temporary directory. Queries whose operators clink
 lacks fail at planning with the planner's error.
 
---kill-after N fails the job once, right after the COMPLETED marker of the
-first checkpoint after N events, and lets it restart in this process from
-its newest checkpoint; the result adds the restarts and the recovery time:
-from the failure until the restarted job's sources emit again (the restart
-and the restore of its state).
+--kill-after N runs the job in a child process (this binary), kills it with
+SIGKILL once its sources emitted N events, and starts a second one that
+restores the newest completed checkpoint and runs to the end. The result
+adds, from the kill: recovery (until the restored job's sinks take their
+first record), restart (until its sources emit their first event) and
+replay (until they are back at the events the killed job had emitted).
 
 --backpressure runs the job twice, with aligned and with unaligned
 checkpoints, for --duration each (default 10s) on an unbounded generator,
@@ -103,7 +104,11 @@ to blackhole tables and produce no updates.`,
 				}
 				return res.print(cmd.OutOrStdout(), o.json)
 			}
-			res, err := runNexmarkBench(cmd.Context(), o)
+			run := runNexmarkBench
+			if o.killAfter > 0 {
+				run = runKillBench
+			}
+			res, err := run(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
@@ -117,7 +122,7 @@ to blackhole tables and produce no updates.`,
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
-	f.Int64Var(&o.killAfter, "kill-after", 0, "fail the job once, at the first checkpoint after N events, and report its recovery")
+	f.Int64Var(&o.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after N events, restore it and report its recovery")
 	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and then unaligned checkpoints into a sink that takes 200µs per record, and compare their durations")
 	f.DurationVar(&o.duration, "duration", 0, "with --backpressure: how long each of the two runs lasts (default 10s)")
 	return cmd
@@ -148,6 +153,9 @@ func (o *benchOptions) validate() error {
 	if o.backpressure && o.cpuProfile != "" {
 		return errors.New("--cpuprofile cannot be combined with --backpressure (it runs two jobs)")
 	}
+	if o.killAfter != 0 && o.cpuProfile != "" {
+		return errors.New("--cpuprofile cannot be combined with --kill-after (the job runs in processes of its own)")
+	}
 	if o.killAfter < 0 || o.killAfter >= o.events {
 		return fmt.Errorf("--kill-after must be between 1 and --events - 1 (0: never), got %d", o.killAfter)
 	}
@@ -175,9 +183,17 @@ type benchResult struct {
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
 	// durations are the checkpoints' durations as the sampler saw them.
 	durations []time.Duration
-	// Restarts and RecoveryS are reported with --kill-after only.
-	Restarts  *int64   `json:"restarts,omitempty"`
-	RecoveryS *float64 `json:"recovery_s,omitempty"`
+	// The rest is reported with --kill-after only: the restores after a
+	// SIGKILL (1), the times from the kill until the restored job's sinks
+	// took a record, its sources emitted an event and its sources were back
+	// where the killed job's were, the events the killed job had emitted
+	// and those of them the restored job emitted again.
+	Restarts       *int64   `json:"restarts,omitempty"`
+	RecoveryS      *float64 `json:"recovery_s,omitempty"`
+	RestartS       *float64 `json:"restart_s,omitempty"`
+	ReplayS        *float64 `json:"replay_s,omitempty"`
+	KilledAt       *int64   `json:"killed_at_events,omitempty"`
+	ReplayedEvents *int64   `json:"replayed_events,omitempty"`
 }
 
 func (r *benchResult) print(w io.Writer, asJSON bool) error {
@@ -192,7 +208,8 @@ checkpoints  %d (p50 %.1f ms, p99 %.1f ms)
 peak RSS     %.1f MB
 `, r.Query, r.Events, r.WallS, r.EventsPerS, r.CPUS, r.EventsPerCPUS, r.Checkpoints, r.CkptP50Ms, r.CkptP99Ms, r.PeakRSSMB)
 	if err == nil && r.RecoveryS != nil {
-		_, err = fmt.Fprintf(w, "recovery     %.3f s (%d restarts)\n", *r.RecoveryS, *r.Restarts)
+		_, err = fmt.Fprintf(w, "killed       after %d events (SIGKILL), restored from the newest checkpoint\nrecovery     %.3f s to the first output record (restart %.3f s, replay of %d events %.3f s)\n",
+			*r.KilledAt, *r.RecoveryS, *r.RestartS, *r.ReplayedEvents, *r.ReplayS)
 	}
 	return err
 }
@@ -204,93 +221,6 @@ func rusage() (time.Duration, int64, error) {
 		return 0, 0, fmt.Errorf("reading the process's resource usage: %w", err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Maxrss) * 1024, nil // Maxrss is in KiB on Linux
-}
-
-// restart is the jobs' restart strategy: one immediate restart when
-// --kill-after fails the job, none otherwise.
-func (o *benchOptions) restart() clinkapi.RestartStrategy {
-	if o.killAfter > 0 {
-		return clinkapi.FixedDelay(1, 0)
-	}
-	return clinkapi.NoRestart()
-}
-
-// killPoint is the fault point --kill-after fails: right after a
-// checkpoint's COMPLETED marker is written, before the job hears of it,
-// where a crash leaves a completed checkpoint the restart must find.
-const killPoint = "checkpoint.after-marker"
-
-// errKilled is the failure --kill-after injects.
-var errKilled = errors.New("killed by --kill-after")
-
-// killer fails the job once, at the first checkpoint after the sources
-// emitted killAfter events, and times the recovery: from the failure until
-// the restarted job's sources emit again. The old tasks still count
-// records until they stop, so the count to pass is taken once the restart
-// has happened.
-type killer struct {
-	after    int64
-	emitted  func() int64
-	restarts func() int64
-	// mu is taken before the fault package's lock (tick arms the point
-	// under it; the hook, run without the fault lock, takes it).
-	mu struct {
-		sync.Mutex
-		armed     bool
-		failedAt  time.Time // zero until the failure
-		restarted bool      // the restart happened; count is set
-		count     int64     // events emitted when the restart was seen
-		recovery  time.Duration
-		done      bool
-		restore   func() // removes the hook; nil until armed
-	}
-}
-
-// tick is called by the sampler: it arms the fault point once enough
-// events went by, and notes the restart and the first events after it.
-func (k *killer) tick(now time.Time) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	n := k.emitted()
-	switch {
-	case !k.mu.armed && n >= k.after:
-		k.mu.armed = true
-		k.mu.restore = fault.Set(killPoint, func() error {
-			k.mu.Lock()
-			defer k.mu.Unlock()
-			if !k.mu.failedAt.IsZero() {
-				return nil
-			}
-			k.mu.failedAt = time.Now()
-			k.mu.restore()
-			return errKilled
-		})
-	case k.mu.failedAt.IsZero() || k.mu.done:
-	case !k.mu.restarted:
-		if k.restarts() > 0 {
-			k.mu.restarted, k.mu.count = true, n
-		}
-	case n > k.mu.count:
-		k.mu.recovery, k.mu.done = now.Sub(k.mu.failedAt), true
-	}
-}
-
-// finish removes the hook and returns the recovery time, measured until
-// end when the restarted job emitted nothing (a failure at the last
-// checkpoint). It fails if the job ended before the failure.
-func (k *killer) finish(end time.Time) (time.Duration, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.mu.restore != nil {
-		k.mu.restore()
-	}
-	switch {
-	case k.mu.failedAt.IsZero():
-		return 0, fmt.Errorf("the job ended before --kill-after %d failed it (no checkpoint completed after %d events)", k.after, k.after)
-	case !k.mu.done:
-		return end.Sub(k.mu.failedAt), nil
-	}
-	return k.mu.recovery, nil
 }
 
 // sourceEvents is the number of events the generator emits: 0, unbounded,
@@ -307,6 +237,11 @@ func (o *benchOptions) sourceEvents() int64 {
 type benchJob struct {
 	run     func(context.Context) error
 	emitted func() int64
+	// output counts the records the sinks took.
+	output func() int64
+	// scans is how many sources read the generator's events (a query
+	// may scan them more than once); emitted counts each scan's.
+	scans int
 }
 
 // genJob runs the generator alone into a sink that discards the events.
@@ -324,7 +259,8 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 		CheckpointMode:     o.mode,
 		BatchSize:          1024,
 		Metrics:            reg,
-		Restart:            o.restart(),
+		Restart:            clinkapi.NoRestart(),
+		Restore:            o.restore,
 	})
 	if err != nil {
 		return nil, err
@@ -336,7 +272,12 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 	} else {
 		clinkapi.SinkTo(events, "discard", clinkapi.SinkFunc(func(nexmark.Event) error { return nil }))
 	}
-	return &benchJob{run: env.Execute, emitted: func() int64 { return reg.Summary().RecordsOut }}, nil
+	return &benchJob{
+		run:     env.Execute,
+		emitted: func() int64 { return reg.Summary().RecordsOut },
+		output:  func() int64 { return reg.Summary().RecordsIn },
+		scans:   1,
+	}, nil
 }
 
 // queryJob plans clink's copy of a Nexmark query over o.events events.
@@ -373,7 +314,8 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 		Stderr:             io.Discard,
 		Metrics:            reg,
 		Functions:          nexmarksql.Functions(),
-		Restart:            o.restart(),
+		Restart:            clinkapi.NoRestart(),
+		Restore:            o.restore,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("planning Nexmark %s: %w", o.query, nexmarksql.Locate(o.query, err))
@@ -408,7 +350,16 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 		}
 		return n
 	}
-	return &benchJob{run: job.Run, emitted: emitted}, nil
+	output := func() int64 {
+		var n int64
+		for _, s := range job.Sinks {
+			for sub := range o.parallelism {
+				n += reg.Operator(s.UID(), sub).In.Load()
+			}
+		}
+		return n
+	}
+	return &benchJob{run: job.Run, emitted: emitted, output: output, scans: max(len(scans), 1)}, nil
 }
 
 func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) {
@@ -431,10 +382,6 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	// The registry keeps only the last checkpoint's duration; a sampler
 	// collects each one as the completed count moves. At a checkpoint
 	// interval of 10ms or more it sees every checkpoint.
-	var kill *killer
-	if o.killAfter > 0 {
-		kill = &killer{after: o.killAfter, emitted: job.emitted, restarts: func() int64 { return reg.Summary().Restarts }}
-	}
 	var durations []time.Duration
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -446,9 +393,6 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 			if s := reg.Summary(); s.CheckpointsCompleted > seen {
 				seen = s.CheckpointsCompleted
 				durations = append(durations, s.LastCheckpointDuration)
-			}
-			if kill != nil {
-				kill.tick(time.Now())
 			}
 		}
 		t := time.NewTicker(2 * time.Millisecond)
@@ -492,13 +436,6 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	cpu1, rss, err := rusage()
 	close(stop)
 	wg.Wait()
-	var recovery time.Duration
-	if kill != nil {
-		var kerr error
-		if recovery, kerr = kill.finish(t0.Add(wall)); kerr != nil && runErr == nil {
-			runErr = kerr
-		}
-	}
 	if runErr != nil {
 		return nil, runErr
 	}
@@ -528,10 +465,6 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	}
 	res.CkptP50Ms, res.CkptP99Ms = percentileMs(durations, 0.50), percentileMs(durations, 0.99)
 	res.durations = durations
-	if kill != nil {
-		restarts, rs := reg.Summary().Restarts, recovery.Seconds()
-		res.Restarts, res.RecoveryS = &restarts, &rs
-	}
 	return res, nil
 }
 

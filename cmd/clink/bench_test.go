@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 )
@@ -48,17 +49,35 @@ func TestBenchNexmarkQuery(t *testing.T) {
 	}
 }
 
+// TestMain runs main instead of the tests when a --kill-after run starts
+// this binary as its job process.
+func TestMain(m *testing.M) {
+	if os.Getenv("CLINK_TEST_MAIN") == "1" {
+		main()
+	}
+	childEnv = []string{"CLINK_TEST_MAIN=1"}
+	os.Exit(m.Run())
+}
+
 func TestBenchNexmarkKillAfter(t *testing.T) {
-	code, out, errs := clink(t, "bench", "nexmark", "--query", "q17", "--events", "200000", "--kill-after", "50000", "--checkpoint-interval", "20ms", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	var got map[string]any
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("output %q is not one JSON object: %v", out, err)
-	}
-	if len(got) != 12 || got["restarts"] != 1.0 || got["recovery_s"].(float64) <= 0 || got["events"] != 200000.0 {
-		t.Errorf("implausible result: %s", out)
+	for _, q := range []string{"q1", "q17"} {
+		code, out, errs := clink(t, "bench", "nexmark", "--query", q, "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", q, code, errs)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: output %q is not one JSON object: %v", q, out, err)
+		}
+		// The run fails unless the first process ended by SIGKILL and the
+		// second ran to the end; replayed_events > 0 < killed_at_events
+		// says the second restored a checkpoint taken before the kill.
+		rec, rst, rpl := got["recovery_s"].(float64), got["restart_s"].(float64), got["replay_s"].(float64)
+		killed, replayed := got["killed_at_events"].(float64), got["replayed_events"].(float64)
+		if len(got) != 16 || got["restarts"] != 1.0 || got["events"] != 200000.0 || got["checkpoints"].(float64) < 1 ||
+			rst <= 0 || rec < rst || rpl < rst || killed < 100000 || replayed <= 0 || replayed >= killed {
+			t.Errorf("%s: implausible result: %s", q, out)
+		}
 	}
 }
 

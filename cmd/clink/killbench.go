@@ -1,0 +1,319 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clinkstream/clink/metrics"
+)
+
+// childEnv is added to the environment of the job processes --kill-after
+// starts; tests set it so that their binary runs main.
+var childEnv []string
+
+// newBenchChildCmd is the hidden command a --kill-after run starts twice:
+// it runs the job with checkpoints in --dir, optionally restoring the
+// newest one, and reports its progress on stdout, one line each:
+//
+//	emitted N T   the sources emitted N events (per scan) by T
+//	output T      the sinks took their first record at T
+//	ckpt D        a checkpoint completed in D nanoseconds
+//	done N        the job finished after emitting N events (per scan)
+//
+// T is a Unix time in nanoseconds.
+func newBenchChildCmd() *cobra.Command {
+	var o benchOptions
+	var dir string
+	cmd := &cobra.Command{
+		Use:    "nexmark-child",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBenchChild(cmd.Context(), o, dir, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.query, "query", "gen", "")
+	f.Int64Var(&o.events, "events", 0, "")
+	f.IntVar(&o.parallelism, "parallelism", 1, "")
+	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "")
+	f.StringVar(&o.restore, "restore", "", "")
+	f.StringVar(&dir, "dir", "", "")
+	return cmd
+}
+
+func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer) error {
+	reg := metrics.New()
+	var job *benchJob
+	var err error
+	if o.query == "gen" {
+		job, err = genJob(o, dir, reg)
+	} else {
+		job, err = queryJob(o, dir, reg)
+	}
+	if err != nil {
+		return err
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var ckpts, last int64
+		output := false
+		sample := func() {
+			now := time.Now().UnixNano()
+			if s := reg.Summary(); s.CheckpointsCompleted > ckpts {
+				ckpts = s.CheckpointsCompleted
+				fmt.Fprintf(w, "ckpt %d\n", s.LastCheckpointDuration)
+			}
+			if n := job.emitted() / int64(job.scans); n > last {
+				last = n
+				fmt.Fprintf(w, "emitted %d %d\n", n, now)
+			}
+			if !output && job.output() > 0 {
+				output = true
+				fmt.Fprintf(w, "output %d\n", now)
+			}
+		}
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				sample()
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	runErr := job.run(ctx)
+	close(stop)
+	wg.Wait()
+	if runErr != nil {
+		return runErr
+	}
+	_, err = fmt.Fprintf(w, "done %d\n", job.emitted()/int64(job.scans))
+	return err
+}
+
+// benchChild is a running job process of a --kill-after run.
+type benchChild struct {
+	cmd    *exec.Cmd
+	lines  *bufio.Scanner
+	stderr bytes.Buffer
+	// ckpts are the durations of the checkpoints it completed.
+	ckpts []time.Duration
+}
+
+func startBenchChild(o benchOptions, dir, restore string) (*benchChild, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("finding the clink binary to run the job in: %w", err)
+	}
+	args := []string{"bench", "nexmark-child", "--query", o.query, "--events", strconv.FormatInt(o.events, 10),
+		"--parallelism", strconv.Itoa(o.parallelism), "--checkpoint-interval", o.checkpointInterval.String(), "--dir", dir}
+	if restore != "" {
+		args = append(args, "--restore", restore)
+	}
+	c := &benchChild{cmd: exec.Command(exe, args...)}
+	c.cmd.Env = append(os.Environ(), childEnv...)
+	c.cmd.Stderr = &c.stderr
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the job process: %w", err)
+	}
+	c.lines = bufio.NewScanner(out)
+	return c, nil
+}
+
+// progress is one line of a child's report.
+type progress struct {
+	kind string // emitted, output, ckpt or done
+	n    int64
+	at   time.Time
+}
+
+// next returns the child's next report; ok is false at the end of its
+// output.
+func (c *benchChild) next() (p progress, ok bool, err error) {
+	for c.lines.Scan() {
+		f := strings.Fields(c.lines.Text())
+		nums := make([]int64, len(f)-1)
+		for i := range nums {
+			if nums[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+				return p, false, fmt.Errorf("the job process reported %q: %w", c.lines.Text(), err)
+			}
+		}
+		switch {
+		case len(f) == 3 && f[0] == "emitted":
+			return progress{kind: f[0], n: nums[0], at: time.Unix(0, nums[1])}, true, nil
+		case len(f) == 2 && f[0] == "output":
+			return progress{kind: f[0], at: time.Unix(0, nums[0])}, true, nil
+		case len(f) == 2 && f[0] == "ckpt":
+			c.ckpts = append(c.ckpts, time.Duration(nums[0]))
+		case len(f) == 2 && f[0] == "done":
+			return progress{kind: f[0], n: nums[0]}, true, nil
+		default:
+			return p, false, fmt.Errorf("the job process reported %q", c.lines.Text())
+		}
+	}
+	return p, false, c.lines.Err()
+}
+
+// wait waits for the child's end and drains its output.
+func (c *benchChild) wait() error {
+	for c.lines.Scan() {
+	}
+	return c.cmd.Wait()
+}
+
+// usage returns the CPU time and peak RSS of an ended child.
+func (c *benchChild) usage() (time.Duration, int64) {
+	ps := c.cmd.ProcessState
+	var rss int64
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		rss = int64(ru.Maxrss) * 1024
+	}
+	return ps.UserTime() + ps.SystemTime(), rss
+}
+
+// runKillBench runs the job in a process of its own, SIGKILLs it once its
+// sources emitted o.killAfter events and a checkpoint completed, and starts a second process that
+// restores the newest completed checkpoint and runs to the end. It
+// measures, from the kill, the restart (the restored sources emit their
+// first event), the recovery (the sinks take their first record) and the
+// replay (the sources are back where they were at the kill).
+func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
+	dir, err := os.MkdirTemp("", "clink-bench-*")
+	if err != nil {
+		return nil, fmt.Errorf("creating the checkpoint directory: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	t0 := time.Now()
+	first, err := startBenchChild(o, dir, "")
+	if err != nil {
+		return nil, err
+	}
+	defer first.cmd.Process.Kill()
+	var killedAt time.Time
+	var before int64 // events emitted at the kill (per scan)
+	for killedAt.IsZero() {
+		p, ok, err := first.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok || p.kind == "done" {
+			break
+		}
+		// The kill waits for a completed checkpoint to restore.
+		if p.kind == "emitted" && p.n >= o.killAfter && len(first.ckpts) > 0 {
+			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				return nil, fmt.Errorf("killing the job process: %w", err)
+			}
+			killedAt, before = time.Now(), p.n
+		}
+	}
+	werr := first.wait()
+	if killedAt.IsZero() {
+		return nil, fmt.Errorf("the job process ended before it emitted --kill-after %d events and completed a checkpoint (%v): %s", o.killAfter, werr, strings.TrimSpace(first.stderr.String()))
+	}
+	if ws, ok := first.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		return nil, fmt.Errorf("the job process was not ended by SIGKILL: %v", first.cmd.ProcessState)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	second, err := startBenchChild(o, dir, "latest")
+	if err != nil {
+		return nil, err
+	}
+	defer second.cmd.Process.Kill()
+	stopOnCancel := context.AfterFunc(ctx, func() { second.cmd.Process.Signal(syscall.SIGTERM) })
+	defer stopOnCancel()
+	var running, output time.Time
+	var timeline []progress
+	var final int64 = -1
+	for {
+		p, ok, err := second.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			break
+		}
+		switch p.kind {
+		case "emitted":
+			if running.IsZero() {
+				running = p.at
+			}
+			timeline = append(timeline, p)
+		case "output":
+			output = p.at
+		case "done":
+			final = p.n
+		}
+	}
+	if err := second.wait(); err != nil || final < 0 {
+		return nil, fmt.Errorf("the restored job process failed (%v): %s", err, strings.TrimSpace(second.stderr.String()))
+	}
+	wall := time.Since(t0)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted after %s: %w", wall.Round(time.Millisecond), ctx.Err())
+	}
+	if output.IsZero() {
+		return nil, errors.New("the restored job wrote no record, so its recovery cannot be measured: lower --kill-after")
+	}
+	// The restored sources start where the checkpoint left them: they
+	// emit the events from there to the end, final of them, so the first
+	// process's events past o.events-final are replayed.
+	replayed := before - (o.events - final)
+	replay := running
+	for _, p := range timeline {
+		if p.n >= replayed {
+			replay = p.at
+			break
+		}
+	}
+
+	cpu1, rss1 := first.usage()
+	cpu2, rss2 := second.usage()
+	cpu := cpu1 + cpu2
+	durations := append(first.ckpts, second.ckpts...)
+	res := &benchResult{
+		Query:         o.query,
+		Events:        o.events,
+		WallS:         wall.Seconds(),
+		EventsPerS:    float64(o.events) / wall.Seconds(),
+		CPUS:          cpu.Seconds(),
+		EventsPerCPUS: float64(o.events) / cpu.Seconds(),
+		Checkpoints:   int64(len(durations)),
+		CkptP50Ms:     percentileMs(durations, 0.50),
+		CkptP99Ms:     percentileMs(durations, 0.99),
+		PeakRSSMB:     float64(max(rss1, rss2)) / (1 << 20),
+		durations:     durations,
+	}
+	restarts := int64(1)
+	rec, rst, rpl := output.Sub(killedAt).Seconds(), running.Sub(killedAt).Seconds(), replay.Sub(killedAt).Seconds()
+	res.Restarts, res.RecoveryS, res.RestartS, res.ReplayS = &restarts, &rec, &rst, &rpl
+	res.KilledAt, res.ReplayedEvents = &before, &replayed
+	return res, nil
+}
