@@ -11,8 +11,9 @@ var ErrCanceled = errors.New("task canceled")
 
 // Channel is the bounded single-producer single-consumer queue between one
 // upstream subtask and one downstream subtask. Record batches block the
-// producer while the queue holds Cap elements (this is the backpressure);
-// watermarks, barriers and end-of-input never block, so control elements
+// producer while the queue holds Cap elements (this is the backpressure),
+// except while an unaligned barrier is pending at the producer's task,
+// which will overtake them (Outputs.Send); watermarks, barriers and end-of-input never block, so control elements
 // cannot deadlock a paused input. A barrier may take the priority lane
 // (PushPriority): it is placed ahead of the queued record batches, behind any
 // queued barrier, and carries the number of elements it overtook.
@@ -62,11 +63,12 @@ func (c *Channel) Len() int {
 	return c.mu.n
 }
 
-// Pressure returns the occupancy of the record lane, between 0 and 1.
+// Pressure returns the occupancy of the record lane, between 0 and 1 (a
+// lane filled beyond its capacity, see push, counts as 1).
 func (c *Channel) Pressure() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return float64(c.mu.records) / float64(c.capacity)
+	return min(1, float64(c.mu.records)/float64(c.capacity))
 }
 
 func (c *Channel) grow() {
@@ -88,13 +90,22 @@ func (c *Channel) signal() {
 // Push appends e. A record batch blocks while the record lane is full, until
 // the consumer makes room or done is closed (then ErrCanceled).
 func (c *Channel) Push(e Element, done <-chan struct{}) error {
+	return c.push(e, done, nil, nil)
+}
+
+// push is Push that also stops waiting for room once over reports true: it
+// rechecks over whenever kick fires, and then appends the batch beyond the
+// capacity. The producer's Outputs uses it while an unaligned barrier is
+// pending at its task (see Outputs.overtaking).
+func (c *Channel) push(e Element, done <-chan struct{}, kick <-chan struct{}, over func() bool) error {
 	c.mu.Lock()
 	if e.Kind == KindRecords {
-		for c.mu.records >= c.capacity {
+		for c.mu.records >= c.capacity && (over == nil || !over()) {
 			c.mu.waitSpace = true
 			c.mu.Unlock()
 			select {
 			case <-c.mu.spaceReady:
+			case <-kick:
 			case <-done:
 				return ErrCanceled
 			}

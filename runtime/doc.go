@@ -25,6 +25,10 @@
 //     source task. A source takes it between two Produce calls, captures its
 //     chain's snapshot (the offset of exactly the records emitted so far),
 //     flushes, forwards the barrier and queues the snapshot on its worker.
+//     While an unaligned barrier is pending at a task, its record batches go
+//     into full channels without waiting (a source blocked on one is woken
+//     when the barrier is injected): the barrier takes the priority lane and
+//     overtakes them, so waiting for room would only delay it.
 //   - A task with inputs hands each barrier to its checkpoint.Alignment. On
 //     Forward it captures its snapshot, forwards the barrier, and, under an
 //     unaligned checkpoint, keeps capturing the records that precede the

@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"sync/atomic"
+
 	"github.com/clinkstream/clink/checkpoint"
 )
 
@@ -9,11 +11,41 @@ import (
 type Outputs struct {
 	edges [][]*Channel
 	done  <-chan struct{}
+	// overtaking counts the unaligned barriers pending at the task: while
+	// it is positive a record batch is pushed even into a full channel.
+	// The barrier will take the priority lane and overtake that batch, and
+	// the consumer captures what it overtook as in-flight records, so the
+	// batch need not wait for room; waiting would hold the barrier back
+	// for as long as the consumer takes to free a slot.
+	overtaking atomic.Int32
+	// kick wakes a Send blocked on a full channel when overtaking rises.
+	kick chan struct{}
 }
 
 // NewOutputs wraps the channels of a task's outgoing edges.
 func NewOutputs(edges [][]*Channel, done <-chan struct{}) *Outputs {
-	return &Outputs{edges: edges, done: done}
+	return &Outputs{edges: edges, done: done, kick: make(chan struct{}, 1)}
+}
+
+// beginOvertake notes an unaligned barrier pending at the task (it may be
+// called from another goroutine than the task's) and wakes a Send blocked
+// on a full channel so that it goes over the capacity.
+func (o *Outputs) beginOvertake() {
+	o.overtaking.Add(1)
+	select {
+	case o.kick <- struct{}{}:
+	default:
+	}
+}
+
+// endOvertake notes that a barrier counted by beginOvertake was forwarded.
+func (o *Outputs) endOvertake() { o.overtaking.Add(-1) }
+
+func (o *Outputs) overtakes() bool { return o.overtaking.Load() > 0 }
+
+// overtakes reports whether barrier b takes the priority lane (Barrier).
+func overtakes(b checkpoint.Barrier) bool {
+	return b.Mode == checkpoint.Unaligned && !b.Terminal
 }
 
 // Edges returns the number of outgoing edges.
@@ -23,9 +55,10 @@ func (o *Outputs) Edges() int { return len(o.edges) }
 func (o *Outputs) Targets(e int) int { return len(o.edges[e]) }
 
 // Send pushes a record batch to one downstream subtask of edge e, blocking
-// while its channel is full.
+// while its channel is full, unless an unaligned barrier is pending at the
+// task (see overtaking).
 func (o *Outputs) Send(e, target int, b Batch) error {
-	return o.edges[e][target].Push(RecordsElement(b), o.done)
+	return o.edges[e][target].push(RecordsElement(b), o.done, o.kick, o.overtakes)
 }
 
 // Watermark sends wm to every downstream subtask.
@@ -36,7 +69,7 @@ func (o *Outputs) Watermark(wm int64) error {
 // Barrier forwards b to every downstream subtask. An unaligned barrier takes
 // the priority lane and overtakes queued record batches.
 func (o *Outputs) Barrier(b checkpoint.Barrier) error {
-	if b.Mode == checkpoint.Unaligned && !b.Terminal {
+	if overtakes(b) {
 		for _, chans := range o.edges {
 			for _, c := range chans {
 				c.PushPriority(BarrierElement(b))

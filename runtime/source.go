@@ -145,6 +145,11 @@ type sourceTask struct {
 
 // Inject queues a barrier; the source loop emits it between Produce calls.
 func (s *sourceTask) Inject(b checkpoint.Barrier) {
+	if overtakes(b) {
+		// A Produce blocked on a full channel returns now: the barrier
+		// overtakes its batch anyway.
+		s.base.tc.Out.beginOvertake()
+	}
 	s.mu.Lock()
 	s.mu.barriers = append(s.mu.barriers, b)
 	s.mu.Unlock()
@@ -177,11 +182,16 @@ func (s *sourceTask) drainBarriers(wm int64) (terminal bool, err error) {
 		if cerr != nil {
 			b.acks.decline(br.ID, b.participant, cerr)
 		}
+		// Under an unaligned barrier the flush does not wait for room
+		// (Outputs.overtaking): the barrier overtakes what it pushes.
 		if err := s.src.Flush(); err != nil {
 			return false, fmt.Errorf("flushing %s: %w", b.name, err)
 		}
 		if err := b.tc.Out.Barrier(br); err != nil {
 			return false, err
+		}
+		if overtakes(br) {
+			b.tc.Out.endOvertake()
 		}
 		if snap != nil && !b.submit(snapshotJob{id: br.ID, snap: snap}) {
 			return false, ErrCanceled

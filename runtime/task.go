@@ -410,7 +410,16 @@ func (t *operatorTask) apply(adv checkpoint.Advance) error {
 		if err != nil {
 			b.acks.decline(br.ID, b.participant, err)
 		}
-		if err := t.op.Flush(); err != nil {
+		// The barrier overtakes what the flush pushes when it takes the
+		// priority lane, so that push need not wait for room.
+		if overtakes(br) {
+			b.tc.Out.beginOvertake()
+		}
+		err = t.op.Flush()
+		if overtakes(br) {
+			b.tc.Out.endOvertake()
+		}
+		if err != nil {
 			return fmt.Errorf("flushing %s: %w", b.name, err)
 		}
 		if err := b.tc.Out.Barrier(br); err != nil {
