@@ -87,7 +87,12 @@ func buildOverAggregate(b *builder, n *planner.OverAggregate) (clink.Stream[type
 					rest = append(rest, r)
 				}
 			}
-			if len(due) == 0 {
+			// A bounded RANGE frame's rows leave the state once no later
+			// row can see them (a timer at the last row's time plus the
+			// frame's length), rows of a ROWS frame as later rows push
+			// them out.
+			cleanup := frame.Range && !frame.Unbounded
+			if len(due) == 0 && (!cleanup || len(st.Frame) == 0) {
 				return nil
 			}
 			slices.SortStableFunc(due, func(a, b types.Row) int { return cmp.Compare(rowTime(a), rowTime(b)) })
@@ -145,6 +150,19 @@ func buildOverAggregate(b *builder, n *planner.OverAggregate) (clink.Stream[type
 					}
 				}
 				i = j
+			}
+			if cleanup {
+				k := 0
+				for k < len(fr) && rowTime(fr[k]) <= ts-frame.Preceding {
+					if err := apply(accs, fr[k], false); err != nil {
+						return err
+					}
+					k++
+				}
+				fr = fr[k:]
+				if len(fr) > 0 {
+					ctx.RegisterEventTimeTimer(rowTime(fr[len(fr)-1]) + frame.Preceding)
+				}
 			}
 			st = overState{Pending: rest, Frame: slices.Clip(fr)}
 			if frame.Unbounded || len(fr) > 0 {
