@@ -116,3 +116,38 @@ FROM t;`
 		t.Errorf("the restored run printed %d rows of %d: it did not restore from the middle", n, len(want))
 	}
 }
+
+// TestOverAggregateDropsLateRows sends every 50th row with a time 100
+// rows (half a second of arrival) behind: the watermark has passed it,
+// so it is dropped, and the other rows' frames do not see it.
+func TestOverAggregateDropsLateRows(t *testing.T) {
+	script := `
+CREATE TABLE t (id BIGINT, k AS id % 2,
+  ts AS CAST(TO_TIMESTAMP_LTZ(CASE WHEN id % 50 = 0 THEN id - 100 ELSE id END * 1000, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '200',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '101', 'fields.id.end' = '500');
+CREATE TABLE p (k BIGINT, id BIGINT, s BIGINT) WITH ('connector' = 'print');
+SET 'pipeline.auto-watermark-interval' = '10 ms';
+INSERT INTO p
+SELECT k, id, SUM(id) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) FROM t;`
+	var want []string
+	last := map[int64][]int64{}
+	for id := int64(101); id <= 500; id++ {
+		if id%50 == 0 {
+			continue
+		}
+		k := id % 2
+		last[k] = append(last[k], id)
+		s := int64(0)
+		for _, v := range last[k][max(0, len(last[k])-3):] {
+			s += v
+		}
+		want = append(want, fmt.Sprintf("[%d, %d, %d]", k, id, s))
+	}
+	slices.Sort(want)
+	got := materialize(t, run(t, script, 2))
+	if !slices.Equal(got, want) {
+		t.Fatalf("got %d rows, want %d:\n%v\nwant\n%v", len(got), len(want), got, want)
+	}
+}
