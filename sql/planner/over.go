@@ -187,6 +187,25 @@ func (p *Planner) bindOverAggregate(rel relation, s *ast.Select, calls []*ast.Ca
 	if node.Frame, err = p.overFrame(w); err != nil {
 		return nil, err
 	}
+	// Arguments that are expressions are computed by a Calc that appends
+	// them to the input's columns ($f4, ...).
+	var extra []ast.Expr
+	argCol := map[*ast.Call]int{}
+	for _, c := range calls {
+		if len(c.Args) != 1 || isStar(c.Args[0]) {
+			continue
+		}
+		if _, ok := c.Args[0].(*ast.ColumnRef); !ok {
+			argCol[c] = len(in.Fields()) + len(extra)
+			extra = append(extra, c.Args[0])
+		}
+	}
+	if len(extra) > 0 {
+		if in, err = p.appendColumns(in, scope, extra); err != nil {
+			return nil, err
+		}
+		node.Input = in
+	}
 	// The aggregates.
 	inFields := in.Fields()
 	fields := append([]types.Field(nil), inFields...)
@@ -197,15 +216,15 @@ func (p *Planner) bindOverAggregate(rel relation, s *ast.Select, calls []*ast.Ca
 		switch {
 		case len(c.Args) == 1 && isStar(c.Args[0]):
 		case len(c.Args) == 1:
-			r, ok := c.Args[0].(*ast.ColumnRef)
-			if !ok {
-				return nil, errorf(c.Args[0].Position(), "the argument of %s(...) OVER must be a column, not %s; compute it in a subquery", strings.ToUpper(c.Name.Last()), c.Args[0])
+			if r, ok := c.Args[0].(*ast.ColumnRef); ok {
+				col, err := scope.Resolve(r)
+				if err != nil {
+					return nil, err
+				}
+				arg = col.Index
+			} else {
+				arg = argCol[c]
 			}
-			col, err := scope.Resolve(r)
-			if err != nil {
-				return nil, err
-			}
-			arg = col.Index
 			spec.Args = []types.Type{inFields[arg].Type}
 		case len(c.Args) == 0 && strings.EqualFold(c.Name.Last(), "COUNT"):
 		default:
@@ -250,6 +269,40 @@ func (p *Planner) bindOverAggregate(rel relation, s *ast.Select, calls []*ast.Ca
 		for j := len(calls) - 1; j >= 0; j-- {
 			c.ProjText[i] = strings.ReplaceAll(c.ProjText[i], "`$o"+strconv.Itoa(j)+"`", "w0$o"+strconv.Itoa(j))
 		}
+	}
+	assignUID(c, "")
+	return c, nil
+}
+
+// appendColumns plans a Calc that passes n's columns on where they are
+// (so that scope still describes them, the rowtime included) and appends
+// exprs as columns $f<i> (i their index).
+func (p *Planner) appendColumns(n Node, scope expr.Tables, exprs []ast.Expr) (Node, error) {
+	fs := n.Fields()
+	c := &Calc{Input: n}
+	c.rowtime = n.Rowtime()
+	ids := make([]types.Field, len(fs))
+	for i, f := range fs {
+		ids[i] = types.Field{Name: "$" + strconv.Itoa(i), Type: f.Type}
+	}
+	for i, f := range fs {
+		ce, err := p.compiler.Compile(&ast.ColumnRef{Pos: exprs[0].Position(), Parts: []string{"$" + strconv.Itoa(i)}}, expr.NewTable("", ids...))
+		if err != nil {
+			return nil, err
+		}
+		c.Projs = append(c.Projs, ce)
+		c.ProjText = append(c.ProjText, f.Name)
+		c.fields = append(c.fields, f)
+	}
+	for _, e := range exprs {
+		ce, err := p.compiler.Compile(e, scope)
+		if err != nil {
+			return nil, err
+		}
+		name := "$f" + strconv.Itoa(len(c.fields))
+		c.Projs = append(c.Projs, ce)
+		c.ProjText = append(c.ProjText, e.String())
+		c.fields = append(c.fields, types.Field{Name: name, Type: ce.Type})
 	}
 	assignUID(c, "")
 	return c, nil
