@@ -32,6 +32,8 @@ func (f OverFrame) String() string {
 	switch {
 	case f.Unbounded:
 		return unit + " BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+	case f.Preceding == 0:
+		return unit + " BETWEEN CURRENT ROW AND CURRENT ROW"
 	case f.Range:
 		return fmt.Sprintf("RANGE BETWEEN %d PRECEDING AND CURRENT ROW", f.Preceding)
 	}
