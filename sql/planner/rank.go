@@ -233,10 +233,13 @@ func (s *rankScope) Resolve(ref *ast.ColumnRef) (expr.Column, error) {
 var rowNumberType = types.BigIntType.WithNotNull(true)
 
 // bindOver binds a select list with a window function call (f(...) OVER
-// (...)) over rel. ROW_NUMBER(), RANK() and DENSE_RANK() are supported;
+// (...)) over rel. Aggregates OVER go to bindOverAggregate; ROW_NUMBER(), RANK() and DENSE_RANK() are supported;
 // without a rank filter in the SELECT above (see bindRankFilter) they are
 // planned as an unbounded Rank that numbers every row.
 func (p *Planner) bindOver(rel relation, s *ast.Select, items []*ast.SelectItem, exprs []ast.Expr, names []string) (Node, error) {
+	if calls := overAggCalls(exprs); calls != nil {
+		return p.bindOverAggregate(rel, s, calls, exprs, names)
+	}
 	var call *ast.Call
 	for _, e := range exprs {
 		var err error
