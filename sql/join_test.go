@@ -330,23 +330,7 @@ INSERT INTO f SELECT l.id, rr.id FROM l JOIN rr ON l.k = rr.k AND l.id < rr.id +
 		}
 	}
 	slices.Sort(want)
-	committed := func() []string { return committedRows(t, out) }
-	dir := t.TempDir()
-	var first bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-	defer cancel()
-	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
-		t.Fatalf("first run: %v\n%s", err, first.String())
-	}
-	before := len(committed())
-	if before == 0 || before == len(want) {
-		t.Fatalf("the first run committed %d of %d rows; the test needs a job stopped midway", before, len(want))
-	}
-	run2(t, script, dir)
-	if got := committed(); !slices.Equal(got, want) {
-		t.Fatalf("after the restore %d rows are committed, want %d (first run: %d)", len(got), len(want), before)
-	}
-	t.Logf("the first run committed %d of %d rows", before, len(want))
+	checkRestoreMidway(t, script, out, want, 700*time.Millisecond)
 }
 
 // TestOuterIntervalJoinRestore runs a LEFT interval join over rows in
@@ -380,22 +364,7 @@ INSERT INTO f SELECT l.id, rr.id FROM l LEFT JOIN rr ON l.k = rr.k AND l.ts BETW
 	if plan := planOf(t, script); !strings.Contains(plan, "IntervalJoin(joinType=[LeftOuterJoin]") {
 		t.Fatalf("no outer IntervalJoin in the plan:\n%s", plan)
 	}
-	dir := t.TempDir()
-	var first bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	defer cancel()
-	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
-		t.Fatalf("first run: %v\n%s", err, first.String())
-	}
-	before := len(committedRows(t, out))
-	if before == 0 || before == len(want) {
-		t.Fatalf("the first run committed %d of %d rows; the test needs a job stopped midway", before, len(want))
-	}
-	run2(t, script, dir)
-	if got := committedRows(t, out); !slices.Equal(got, want) {
-		t.Fatalf("after the restore %d rows are committed, want %d (first run: %d)\ngot:  %v\nwant: %v", len(got), len(want), before, got, want)
-	}
-	t.Logf("the first run committed %d of %d rows", before, len(want))
+	checkRestoreMidway(t, script, out, want, 600*time.Millisecond)
 }
 
 // TestWindowOverIntervalJoin aggregates an interval join's output in
@@ -483,22 +452,7 @@ ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k
 	if plan := planOf(t, script); !strings.Contains(plan, "WindowJoin(") {
 		t.Fatalf("no WindowJoin in the plan:\n%s", plan)
 	}
-	dir := t.TempDir()
-	var first bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-	defer cancel()
-	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
-		t.Fatalf("first run: %v\n%s", err, first.String())
-	}
-	before := len(committedRows(t, out))
-	if before == 0 || before == len(want) {
-		t.Fatalf("the first run committed %d of %d rows; the test needs a job stopped midway", before, len(want))
-	}
-	run2(t, script, dir)
-	if got := committedRows(t, out); !slices.Equal(got, want) {
-		t.Fatalf("after the restore %d rows are committed, want %d (first run: %d)\ngot:  %v\nwant: %v", len(got), len(want), before, got, want)
-	}
-	t.Logf("the first run committed %d of %d rows", before, len(want))
+	checkRestoreMidway(t, script, out, want, 600*time.Millisecond)
 }
 
 // TestWindowOverOuterIntervalJoin aggregates every type of interval join
@@ -563,4 +517,28 @@ INSERT INTO p SELECT window_end, COUNT(*) FROM TABLE(TUMBLE(TABLE j, DESCRIPTOR(
 			}
 		}
 	}
+}
+
+// checkRestoreMidway runs script at parallelism 2 until stopAfter, checks
+// that its exactly-once file sink into out committed part of want, restores
+// the job from its latest checkpoint and runs it to the end, and checks
+// that out then holds exactly want (sorted).
+func checkRestoreMidway(t *testing.T, script, out string, want []string, stopAfter time.Duration) {
+	t.Helper()
+	dir := t.TempDir()
+	var first bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), stopAfter)
+	defer cancel()
+	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+		t.Fatalf("first run: %v\n%s", err, first.String())
+	}
+	before := len(committedRows(t, out))
+	if before == 0 || before == len(want) {
+		t.Fatalf("the first run committed %d of %d rows; the test needs a job stopped midway", before, len(want))
+	}
+	run2(t, script, dir)
+	if got := committedRows(t, out); !slices.Equal(got, want) {
+		t.Fatalf("after the restore %d rows are committed, want %d (first run: %d)\ngot:  %v\nwant: %v", len(got), len(want), before, got, want)
+	}
+	t.Logf("the first run committed %d of %d rows", before, len(want))
 }

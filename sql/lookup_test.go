@@ -122,21 +122,7 @@ LEFT JOIN side FOR SYSTEM_TIME AS OF s.pt AS S ON S.k = s.id %% 10;`, filepath.J
 		}
 	}
 	slices.Sort(want)
-	ckpt := t.TempDir()
-	var first bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-	defer cancel()
-	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: ckpt, Stdout: &first, Stderr: &first}); err != nil {
-		t.Fatalf("first run: %v\n%s", err, first.String())
-	}
-	before := len(committedRows(t, out))
-	if before == 0 || before == len(want) {
-		t.Fatalf("the first run committed %d of %d rows; the test needs a job stopped midway", before, len(want))
-	}
-	run2(t, script, ckpt)
-	if got := committedRows(t, out); !slices.Equal(got, want) {
-		t.Fatalf("after the restore %d rows are committed, want %d (first run: %d)", len(got), len(want), before)
-	}
+	checkRestoreMidway(t, script, out, want, 700*time.Millisecond)
 }
 
 // timedWriter records when each line is written.
