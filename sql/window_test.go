@@ -3,7 +3,6 @@ package sql_test
 import (
 	"bytes"
 	"context"
-	dbsql "database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -153,48 +152,12 @@ CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BI
 			for i, l := range got {
 				got[i] = strings.TrimPrefix(l, "+I")
 			}
-			want := sqliteRows(t, db, tc.sqlite, 8)
+			want := queryRows(t, db, tc.sqlite)
 			if len(got) == 0 || !slices.Equal(got, want) {
 				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), got, want)
 			}
 		})
 	}
-}
-
-// sqliteRows runs query on db and returns its rows of n columns printed
-// as clink prints a row's values, sorted.
-func sqliteRows(t *testing.T, db *dbsql.DB, query string, n int) []string {
-	t.Helper()
-	rows, err := db.Query(query)
-	if err != nil {
-		t.Fatalf("%s: %v", query, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		vals := make([]any, n)
-		ptrs := make([]any, n)
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			t.Fatal(err)
-		}
-		parts := make([]string, len(vals))
-		for i, v := range vals {
-			if v == nil {
-				parts[i] = "NULL"
-			} else {
-				parts[i] = fmt.Sprint(v)
-			}
-		}
-		out = append(out, "["+strings.Join(parts, ", ")+"]")
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // TestWindowRestore stops a windowed job mid-run and restores it from its
@@ -326,9 +289,9 @@ s AS (SELECT k, x, ms, MIN(ms) OVER (PARTITION BY %[2]s, sid) AS ws, MAX(ms) OVE
 	const aggs = "COUNT(*), COUNT(x), SUM(x), MIN(x), MAX(x), COUNT(DISTINCT x), SUM(x) FILTER (WHERE x > 0)"
 	const epoch = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT)"
 	ws, we := fmt.Sprintf(epoch, "window_start"), fmt.Sprintf(epoch, "window_end")
-	wantAgg := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we", 10)
-	wantRows := sqliteRows(t, db, sessions("k")+"SELECT ws, we, k, ms, x FROM s", 5)
-	wantAll := sqliteRows(t, db, sessions("0")+"SELECT ws, we, NULL, "+aggs+" FROM s GROUP BY ws, we", 10)
+	wantAgg := queryRows(t, db, sessions("k")+"SELECT ws, we, k, "+aggs+" FROM s GROUP BY k, ws, we")
+	wantRows := queryRows(t, db, sessions("k")+"SELECT ws, we, k, ms, x FROM s")
+	wantAll := queryRows(t, db, sessions("0")+"SELECT ws, we, NULL, "+aggs+" FROM s GROUP BY ws, we")
 	if len(wantAgg) < 100 || len(wantAgg) > n/2 || len(wantAll) < 10 {
 		t.Fatalf("SQLite found %d sessions by key and %d of all rows: the data does not test merging", len(wantAgg), len(wantAll))
 	}
