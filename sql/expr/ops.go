@@ -2,6 +2,7 @@ package expr
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/clinkstream/clink/sql/ast"
@@ -24,6 +25,17 @@ func kindName(t types.Type) string {
 }
 
 func (c *compiler) unary(e *ast.Unary) (*node, error) {
+	if n, ok := e.X.(*ast.NumberLit); ok && e.Op == ast.OpNeg && n.Kind == ast.IntegerNumber {
+		// A negative integer literal is typed by its own value, as Flink
+		// does: -2147483648 is an INT and -9223372036854775808 a BIGINT,
+		// although their magnitudes alone do not fit those types.
+		if i, err := strconv.ParseInt("-"+n.Text, 10, 64); err == nil {
+			if i >= -1<<31 {
+				return constNode(types.Int32(int32(i)), types.IntType.WithNotNull(true), e.Pos), nil
+			}
+			return constNode(types.Int64(i), types.BigIntType.WithNotNull(true), e.Pos), nil
+		}
+	}
 	x, err := c.expr(e.X)
 	if err != nil {
 		return nil, err
