@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -120,9 +121,55 @@ CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '4'
 CREATE TABLE p (id BIGINT, n BIGINT) WITH ('connector' = 'print',
   'sink.parallelism' = '2');
 INSERT INTO p SELECT id, COUNT(*) FROM t GROUP BY id;`, sql.Options{Parallelism: 1, CheckpointDir: t.TempDir(), Stdout: &log, Stderr: &log})
-	want := "table 'p' sets 'sink.parallelism', but the query produces update changes"
+	want := "table 'p' sets 'sink.parallelism', but the query produces update changes and the table has no PRIMARY KEY"
 	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "line 4, column 3") {
 		t.Errorf("got %v, want %q at line 4, column 3", err, want)
+	}
+}
+
+// TestPrintSinkParallelismUpdating prints an updating query at a sink
+// parallelism above the job's into a table with a PRIMARY KEY: every change
+// of one key goes to one subtask, in order, so each key's last line there
+// is its final count.
+func TestPrintSinkParallelismUpdating(t *testing.T) {
+	out := run(t, `
+CREATE TABLE t (id BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+CREATE TABLE p (k BIGINT, n BIGINT, PRIMARY KEY (k) NOT ENFORCED) WITH ('connector' = 'print', 'print-identifier' = 'c', 'sink.parallelism' = '2', 'standard-error' = 'false');
+INSERT INTO p SELECT id % 7, COUNT(*) FROM t GROUP BY id % 7;`, 1)
+	subtaskOf := map[string]string{}
+	last := map[string]string{}
+	subtasks := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		prefix, change, ok := strings.Cut(l, "> ")
+		if !ok {
+			t.Fatalf("line %q has no prefix", l)
+		}
+		subtasks[prefix] = true
+		// change is like "+U[3, 12]".
+		open := strings.IndexByte(change, '[')
+		k, n, ok := strings.Cut(strings.Trim(change[open:], "[]"), ", ")
+		if open < 0 || !ok {
+			t.Fatalf("line %q is not a change of two columns", l)
+		}
+		if s, seen := subtaskOf[k]; seen && s != prefix {
+			t.Errorf("key %s printed by %s and %s", k, s, prefix)
+		}
+		subtaskOf[k] = prefix
+		if strings.HasPrefix(change, "+") {
+			last[k] = n
+		}
+	}
+	if len(subtasks) != 2 {
+		t.Errorf("subtasks %v; want two", subtasks)
+	}
+	for k := 0; k < 7; k++ {
+		want := 300 / 7
+		if k >= 1 && k <= 300%7 {
+			want++
+		}
+		if got := last[strconv.Itoa(k)]; got != strconv.Itoa(want) {
+			t.Errorf("key %d: last count %s, want %d", k, got, want)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -165,9 +166,10 @@ func parseFlinkDuration(s string) (time.Duration, error) {
 }
 
 // withSinkParallelism runs a sink's input at its sink.parallelism, if the
-// table sets one: the rows are spread round-robin over the sink's
-// subtasks. An updating query is refused: rows of one key could then be
-// reordered, and clink does not redistribute by primary key yet.
+// table sets one. An insert-only query's rows are spread round-robin over
+// the sink's subtasks. An updating query needs the table's PRIMARY KEY, as
+// in Flink: its rows are hash-partitioned by that key, so every change of
+// one key reaches one subtask in order; without a key it is refused.
 func withSinkParallelism(in clink.Stream[types.Row], n *planner.Sink) (clink.Stream[types.Row], error) {
 	t := n.Table
 	v, ok := t.Options["sink.parallelism"]
@@ -178,12 +180,29 @@ func withSinkParallelism(in clink.Stream[types.Row], n *planner.Sink) (clink.Str
 	if err != nil || p < 1 {
 		return in, &types.Error{Pos: t.OptionPosition("sink.parallelism"), Msg: fmt.Sprintf("option 'sink.parallelism' must be a positive integer, got '%s'", v)}
 	}
-	if n.Input.Updating() {
-		return in, &types.Error{Pos: t.OptionPosition("sink.parallelism"), Msg: fmt.Sprintf(
-			"table '%s' sets 'sink.parallelism', but the query produces update changes: the rows of one key could be reordered across the sink's subtasks; remove the option", t.Name)}
+	if !n.Input.Updating() {
+		rows := clink.Map(in, n.UID()+".parallelism", func(r types.Row) types.Row { return r })
+		return clink.Rebalance(rows).SetParallelism(p), nil
 	}
-	rows := clink.Map(in, n.UID()+".parallelism", func(r types.Row) types.Row { return r })
-	return clink.Rebalance(rows).SetParallelism(p), nil
+	if len(t.PrimaryKey) == 0 {
+		return in, &types.Error{Pos: t.OptionPosition("sink.parallelism"), Msg: fmt.Sprintf(
+			"table '%s' sets 'sink.parallelism', but the query produces update changes and the table has no PRIMARY KEY to distribute them by: the rows of one key could be reordered across the sink's subtasks; declare a PRIMARY KEY or remove the option", t.Name)}
+	}
+	keyIdx := make([]int, len(t.PrimaryKey))
+	for i, k := range t.PrimaryKey {
+		keyIdx[i] = slices.IndexFunc(t.Physical(), func(c catalog.Column) bool { return c.Name == k })
+	}
+	keyed := clink.KeyBy(in, func(r types.Row) string {
+		var k []byte
+		for _, i := range keyIdx {
+			k = types.AppendKey(k, r.Values[i])
+		}
+		return string(k)
+	})
+	return clink.Process(keyed, n.UID()+".parallelism", func(_ *clink.KeyedContext[string, struct{}], r types.Row, out *clink.Collector[types.Row]) error {
+		out.Collect(r)
+		return nil
+	}).SetParallelism(p), nil
 }
 
 func fileSink(in clink.Stream[types.Row], n *planner.Sink) error {
