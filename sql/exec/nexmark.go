@@ -192,11 +192,13 @@ func nexmarkConverter(t *catalog.Table) (*nexmarkRow, error) {
 	return conv, nil
 }
 
-// values returns the row of event e, in one allocation.
-func (conv *nexmarkRow) values(e *nexmark.Event) []types.Value {
+// values returns the row of event e, in one allocation, with room for
+// capacity values (at least the columns) before the ROW's fields.
+func (conv *nexmarkRow) values(e *nexmark.Event, capacity int) []types.Value {
 	width := len(conv.cols)
-	buf := make([]types.Value, conv.size[e.Type])
-	vals, spare := buf[:width:width], buf[width:]
+	capacity = max(capacity, width)
+	buf := make([]types.Value, conv.size[e.Type]-width+capacity)
+	vals, spare := buf[:width:capacity], buf[capacity:]
 	for i, c := range conv.cols {
 		switch {
 		case !c.row:
@@ -305,8 +307,12 @@ func nexmarkScan(b *builder, n *planner.Scan) (clink.Stream[types.Row], error) {
 		par, _ = strconv.Atoi(v)
 	}
 	events := clink.FromSource(b.env, n.UID(), par, connector.Source[nexmark.Event](src))
+	// Each row is made for its event alone, with room for what the Calcs
+	// below write into it.
+	capacity := b.rowCapacity(n)
+	b.owned[n.UID()] = true
 	rows := clink.Map(events, n.UID()+".rows", func(e nexmark.Event) types.Row {
-		return types.Row{Kind: changelog.Insert, Values: conv.values(&e)}
+		return types.Row{Kind: changelog.Insert, Values: conv.values(&e, capacity)}
 	})
 	return rows, nil
 }
