@@ -28,12 +28,7 @@ INSERT INTO out SELECT event_type, auction.id, events.auction.seller, auction.ex
 `, events, base), 2)
 	got := materialize(t, out)
 
-	cfg := nexmark.DefaultConfig()
-	cfg.Events, cfg.BaseTime = events, base
-	g, err := nexmark.NewGenerator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := testGenerator(t, events, base)
 	var want []string
 	for i := range int64(events) {
 		e := g.Event(i)
@@ -104,12 +99,7 @@ INSERT INTO b SELECT bid.auction, bid.bidder, bid.price, bid.channel, bid.url, b
 	got := strings.Split(strings.TrimSpace(out), "\n")
 	slices.Sort(got)
 
-	cfg := nexmark.DefaultConfig()
-	cfg.Events, cfg.BaseTime = events, base
-	g, err := nexmark.NewGenerator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := testGenerator(t, events, base)
 	ts := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000") }
 	var want []string
 	for i := range int64(events) {
@@ -130,4 +120,17 @@ INSERT INTO b SELECT bid.auction, bid.bidder, bid.price, bid.channel, bid.url, b
 	if !slices.Equal(got, want) {
 		t.Fatalf("got %d rows, want %d\n got: %.600v\nwant: %.600v", len(got), len(want), got, want)
 	}
+}
+
+// testGenerator returns the generator of the default configuration with
+// the given number of events and base time.
+func testGenerator(t *testing.T, events, base int64) *nexmark.Generator {
+	t.Helper()
+	cfg := nexmark.DefaultConfig()
+	cfg.Events, cfg.BaseTime = events, base
+	g, err := nexmark.NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
