@@ -85,6 +85,20 @@ INSERT INTO out SELECT id, price FROM src WHERE price > 10;
 `)
 }
 
+// BenchmarkFilterProjectSwap: as BenchmarkFilterProjectColumns with the two
+// columns swapped, so that the projection moves values (the output is not
+// the input row unchanged).
+func BenchmarkFilterProjectSwap(b *testing.B) {
+	benchScript(b, `
+CREATE TABLE src (id BIGINT, price BIGINT) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '1000000000',
+  'fields.price.min' = '1', 'fields.price.max' = '100000');
+CREATE TABLE out (price BIGINT, id BIGINT) WITH ('connector' = 'blackhole');
+INSERT INTO out SELECT price, id FROM src WHERE price > 10;
+`)
+}
+
 // BenchmarkGroupCountDistinct: datagen → GROUP BY k (10 keys) with
 // COUNT(*), SUM and COUNT(DISTINCT) of a value with many distinct values →
 // blackhole: the updating aggregate with its accumulators kept live in

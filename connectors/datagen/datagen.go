@@ -406,10 +406,20 @@ const alphabet = "0123456789abcdef"
 // Row returns row i (0-based), an insert.
 func (g *Generator) Row(i int64) types.Row {
 	vals := make([]types.Value, len(g.fields))
+	g.Fill(i, vals)
+	return types.Row{Kind: changelog.Insert, Values: vals}
+}
+
+// Width returns the number of values of a row.
+func (g *Generator) Width() int { return len(g.fields) }
+
+// Fill writes the values of row i into vals, which has Width values: the
+// same values Row(i) returns, in storage the caller chose.
+func (g *Generator) Fill(i int64, vals []types.Value) {
+	vals = vals[:len(g.fields)]
 	for j := range g.fields {
 		vals[j] = g.value(j, i)
 	}
-	return types.Row{Kind: changelog.Insert, Values: vals}
 }
 
 func (g *Generator) value(j int, i int64) types.Value {

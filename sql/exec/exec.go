@@ -187,8 +187,13 @@ type builder struct {
 	env     *clink.Environment
 	opts    Options
 	streams map[string]clink.Stream[types.Row]
-	// consumers counts the distinct nodes that read each node, by uid.
+	// consumers counts the distinct nodes that read each node, by uid, and
+	// readers lists them.
 	consumers map[string]int
+	readers   map[string][]planner.Node
+	// owned marks the nodes whose rows their one consumer may overwrite
+	// (see ownedInput in calc.go).
+	owned map[string]bool
 }
 
 // Build adds the operators of sinks (one job's plan) to env.
@@ -207,7 +212,8 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 		errw = &lockedWriter{w: opts.Stderr}
 	}
 	opts.Stdout, opts.Stderr = out, errw
-	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{}}
+	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{},
+		readers: map[string][]planner.Node{}, owned: map[string]bool{}}
 	seen := map[string]bool{}
 	var count func(n planner.Node)
 	count = func(n planner.Node) {
@@ -217,6 +223,7 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 		seen[n.UID()] = true
 		for _, in := range n.Inputs() {
 			b.consumers[in.UID()]++
+			b.readers[in.UID()] = append(b.readers[in.UID()], n)
 			count(in)
 		}
 	}
@@ -280,7 +287,16 @@ func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
 		if v, ok := t.Options["scan.parallelism"]; ok {
 			par, _ = strconv.Atoi(v)
 		}
-		s := clink.FromGenerator(b.env, n.UID(), clink.GeneratorOptions{Count: g.Count(), RatePerSecond: g.RowsPerSecond() / float64(par)}, g.Row)
+		// Each row is made for its record alone, with room for what the
+		// Calcs below write into it.
+		width, capacity := g.Width(), max(g.Width(), b.rowCapacity(n))
+		row := func(i int64) types.Row {
+			vals := make([]types.Value, width, capacity)
+			g.Fill(i, vals)
+			return types.Row{Kind: changelog.Insert, Values: vals}
+		}
+		b.owned[n.UID()] = true
+		s := clink.FromGenerator(b.env, n.UID(), clink.GeneratorOptions{Count: g.Count(), RatePerSecond: g.RowsPerSecond() / float64(par)}, row)
 		if par != b.env.Options().Parallelism {
 			s = s.SetParallelism(par)
 		}
@@ -292,76 +308,6 @@ func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
 		return c.scan(b, n)
 	}
 	return clink.Stream[types.Row]{}, fmt.Errorf("reading connector '%s' is not implemented", t.Connector.Name)
-}
-
-// calc builds n together with the Calcs below it that feed n alone, as one
-// FlatMap (Flink merges such Calcs in the planner): a row passes every
-// filter and projection in turn, the intermediate rows in a scratch buffer,
-// so that only the output row is allocated.
-func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
-	chain := []*planner.Calc{n} // bottom first
-	for {
-		in, ok := chain[0].Input.(*planner.Calc)
-		if !ok || b.consumers[in.UID()] != 1 {
-			break
-		}
-		if _, built := b.streams[in.UID()]; built {
-			break
-		}
-		chain = append([]*planner.Calc{in}, chain...)
-	}
-	in, err := b.stream(chain[0].Input)
-	if err != nil {
-		return in, err
-	}
-	// Level i < last writes its row into scratch[off[i]:off[i+1]].
-	off := make([]int, len(chain))
-	for i := 1; i < len(chain); i++ {
-		off[i] = off[i-1] + len(chain[i-1].Projs)
-	}
-	scratchLen := off[len(chain)-1]
-	pool := sync.Pool{New: func() any { s := make([]types.Value, scratchLen); return &s }}
-	eval := func(r types.Row, scratch []types.Value, out *clink.Collector[types.Row]) error {
-		row := r.Values
-		for i, c := range chain {
-			if c.Filter != nil {
-				v, err := c.Filter.Eval(row)
-				if err != nil {
-					return fmt.Errorf("operator %s: evaluating %s on %s: %w", c.UID(), c.FilterText, types.Row{Kind: r.Kind, Values: row}, err)
-				}
-				if v.IsNull() || !v.Bool() {
-					return nil
-				}
-			}
-			var vals []types.Value
-			if i == len(chain)-1 {
-				vals = make([]types.Value, len(c.Projs))
-			} else {
-				vals = scratch[off[i] : off[i]+len(c.Projs)]
-			}
-			for j, p := range c.Projs {
-				v, err := p.Eval(row)
-				if err != nil {
-					return fmt.Errorf("operator %s: evaluating %s on %s: %w", c.UID(), c.ProjText[j], types.Row{Kind: r.Kind, Values: row}, err)
-				}
-				vals[j] = v
-			}
-			row = vals
-		}
-		out.Collect(types.Row{Kind: r.Kind, Values: row})
-		return nil
-	}
-	if len(chain) == 1 {
-		return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
-			return eval(r, nil, out)
-		}), nil
-	}
-	return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
-		sp := pool.Get().(*[]types.Value)
-		err := eval(r, *sp, out)
-		pool.Put(sp)
-		return err
-	}), nil
 }
 
 func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Row], error) {
@@ -377,6 +323,8 @@ func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Ro
 		}
 		return v.EpochMillis()
 	}
+	// The assigner passes rows on unchanged and keeps none.
+	b.owned[n.UID()] = b.ownedInput(n.Input)
 	// AssignTimestamps emits max - bound - 1 ms; Flink SQL emits
 	// max(rowtime - delay).
 	return clink.AssignTimestamps(in, n.UID(), ts, time.Duration(n.DelayMs-1)*time.Millisecond), nil

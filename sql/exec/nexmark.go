@@ -142,6 +142,7 @@ type nexmarkCol struct {
 // (a "row.field" name) and the kind and precision it is read as.
 type nexmarkFieldOf struct {
 	name string
+	id   uint8 // the field's number (nexmarkFieldIDs)
 	kind types.Kind
 	prec int
 }
@@ -177,7 +178,12 @@ func nexmarkConverter(t *catalog.Table) (*nexmarkRow, error) {
 				wantName := map[byte]string{'i': "BIGINT", 's': "VARCHAR", 't': "TIMESTAMP(3)"}[want]
 				return nil, &types.Error{Pos: c.Pos, Msg: fmt.Sprintf("nexmark field '%s.%s' must be %s, not %s", c.Name, f.Name, wantName, f.Type)}
 			}
-			col.fields = append(col.fields, nexmarkFieldOf{name: c.Name + "." + f.Name, kind: k, prec: f.Type.Precision})
+			name := c.Name + "." + f.Name
+			id, ok := nexmarkFieldIDs[name]
+			if !ok {
+				return nil, fmt.Errorf("nexmark field '%s' has no getter", name)
+			}
+			col.fields = append(col.fields, nexmarkFieldOf{name: name, id: id, kind: k, prec: f.Type.Precision})
 		}
 		conv.cols = append(conv.cols, col)
 	}
@@ -192,11 +198,13 @@ func nexmarkConverter(t *catalog.Table) (*nexmarkRow, error) {
 	return conv, nil
 }
 
-// values returns the row of event e, in one allocation.
-func (conv *nexmarkRow) values(e *nexmark.Event) []types.Value {
+// values returns the row of event e, in one allocation, with room for
+// capacity values (at least the columns) before the ROW's fields.
+func (conv *nexmarkRow) values(e *nexmark.Event, capacity int) []types.Value {
 	width := len(conv.cols)
-	buf := make([]types.Value, conv.size[e.Type])
-	vals, spare := buf[:width:width], buf[width:]
+	capacity = max(capacity, width)
+	buf := make([]types.Value, conv.size[e.Type]-width+capacity)
+	vals, spare := buf[:width:capacity], buf[capacity:]
 	for i, c := range conv.cols {
 		switch {
 		case !c.row:
@@ -206,8 +214,8 @@ func (conv *nexmarkRow) values(e *nexmark.Event) []types.Value {
 		default:
 			fs := spare[:len(c.fields):len(c.fields)]
 			spare = spare[len(c.fields):]
-			for j, f := range c.fields {
-				fs[j] = nexmarkField(e, f)
+			for j := range c.fields {
+				fs[j] = nexmarkField(e, &c.fields[j])
 			}
 			vals[i] = types.RowValue(fs)
 		}
@@ -224,64 +232,120 @@ func fieldList(kinds map[string]byte) string {
 	return strings.Join(names, ", ")
 }
 
+// The fields of the events a nexmark column may declare, numbered so that
+// reading one is a jump, not a comparison of names.
+const (
+	nxPersonID uint8 = iota
+	nxPersonName
+	nxPersonEmailAddress
+	nxPersonCreditCard
+	nxPersonCity
+	nxPersonState
+	nxPersonDateTime
+	nxPersonExtra
+	nxAuctionID
+	nxAuctionItemName
+	nxAuctionDescription
+	nxAuctionInitialBid
+	nxAuctionReserve
+	nxAuctionDateTime
+	nxAuctionExpires
+	nxAuctionSeller
+	nxAuctionCategory
+	nxAuctionExtra
+	nxBidAuction
+	nxBidBidder
+	nxBidPrice
+	nxBidChannel
+	nxBidURL
+	nxBidDateTime
+	nxBidExtra
+)
+
+// nexmarkFieldIDs maps a "row.field" name to its number.
+var nexmarkFieldIDs = map[string]uint8{
+	"person.id":           nxPersonID,
+	"person.name":         nxPersonName,
+	"person.emailAddress": nxPersonEmailAddress,
+	"person.creditCard":   nxPersonCreditCard,
+	"person.city":         nxPersonCity,
+	"person.state":        nxPersonState,
+	"person.dateTime":     nxPersonDateTime,
+	"person.extra":        nxPersonExtra,
+	"auction.id":          nxAuctionID,
+	"auction.itemName":    nxAuctionItemName,
+	"auction.description": nxAuctionDescription,
+	"auction.initialBid":  nxAuctionInitialBid,
+	"auction.reserve":     nxAuctionReserve,
+	"auction.dateTime":    nxAuctionDateTime,
+	"auction.expires":     nxAuctionExpires,
+	"auction.seller":      nxAuctionSeller,
+	"auction.category":    nxAuctionCategory,
+	"auction.extra":       nxAuctionExtra,
+	"bid.auction":         nxBidAuction,
+	"bid.bidder":          nxBidBidder,
+	"bid.price":           nxBidPrice,
+	"bid.channel":         nxBidChannel,
+	"bid.url":             nxBidURL,
+	"bid.dateTime":        nxBidDateTime,
+	"bid.extra":           nxBidExtra,
+}
+
 // nexmarkField returns one field of e as f declares it; the converter has
 // checked that the event has it.
-func nexmarkField(e *nexmark.Event, f nexmarkFieldOf) types.Value {
-	i := func(v int64) types.Value { return types.IntOf(f.kind, v) }
-	s := types.String
-	ts := func(ms int64) types.Value { return types.Timestamp(ms, 0, f.prec) }
+func nexmarkField(e *nexmark.Event, f *nexmarkFieldOf) types.Value {
 	p, a, b := &e.Person, &e.Auction, &e.Bid
-	switch f.name {
-	case "person.id":
-		return i(p.ID)
-	case "person.name":
-		return s(p.Name)
-	case "person.emailAddress":
-		return s(p.EmailAddress)
-	case "person.creditCard":
-		return s(p.CreditCard)
-	case "person.city":
-		return s(p.City)
-	case "person.state":
-		return s(p.State)
-	case "person.dateTime":
-		return ts(p.DateTime)
-	case "person.extra":
-		return s(p.Extra)
-	case "auction.id":
-		return i(a.ID)
-	case "auction.itemName":
-		return s(a.ItemName)
-	case "auction.description":
-		return s(a.Description)
-	case "auction.initialBid":
-		return i(a.InitialBid)
-	case "auction.reserve":
-		return i(a.Reserve)
-	case "auction.dateTime":
-		return ts(a.DateTime)
-	case "auction.expires":
-		return ts(a.Expires)
-	case "auction.seller":
-		return i(a.Seller)
-	case "auction.category":
-		return i(a.Category)
-	case "auction.extra":
-		return s(a.Extra)
-	case "bid.auction":
-		return i(b.Auction)
-	case "bid.bidder":
-		return i(b.Bidder)
-	case "bid.price":
-		return i(b.Price)
-	case "bid.channel":
-		return s(b.Channel)
-	case "bid.url":
-		return s(b.URL)
-	case "bid.dateTime":
-		return ts(b.DateTime)
-	case "bid.extra":
-		return s(b.Extra)
+	switch f.id {
+	case nxPersonID:
+		return types.IntOf(f.kind, p.ID)
+	case nxPersonName:
+		return types.String(p.Name)
+	case nxPersonEmailAddress:
+		return types.String(p.EmailAddress)
+	case nxPersonCreditCard:
+		return types.String(p.CreditCard)
+	case nxPersonCity:
+		return types.String(p.City)
+	case nxPersonState:
+		return types.String(p.State)
+	case nxPersonDateTime:
+		return types.Timestamp(p.DateTime, 0, f.prec)
+	case nxPersonExtra:
+		return types.String(p.Extra)
+	case nxAuctionID:
+		return types.IntOf(f.kind, a.ID)
+	case nxAuctionItemName:
+		return types.String(a.ItemName)
+	case nxAuctionDescription:
+		return types.String(a.Description)
+	case nxAuctionInitialBid:
+		return types.IntOf(f.kind, a.InitialBid)
+	case nxAuctionReserve:
+		return types.IntOf(f.kind, a.Reserve)
+	case nxAuctionDateTime:
+		return types.Timestamp(a.DateTime, 0, f.prec)
+	case nxAuctionExpires:
+		return types.Timestamp(a.Expires, 0, f.prec)
+	case nxAuctionSeller:
+		return types.IntOf(f.kind, a.Seller)
+	case nxAuctionCategory:
+		return types.IntOf(f.kind, a.Category)
+	case nxAuctionExtra:
+		return types.String(a.Extra)
+	case nxBidAuction:
+		return types.IntOf(f.kind, b.Auction)
+	case nxBidBidder:
+		return types.IntOf(f.kind, b.Bidder)
+	case nxBidPrice:
+		return types.IntOf(f.kind, b.Price)
+	case nxBidChannel:
+		return types.String(b.Channel)
+	case nxBidURL:
+		return types.String(b.URL)
+	case nxBidDateTime:
+		return types.Timestamp(b.DateTime, 0, f.prec)
+	case nxBidExtra:
+		return types.String(b.Extra)
 	}
 	panic(fmt.Sprintf("nexmark field %s has no getter", f.name))
 }
@@ -305,8 +369,12 @@ func nexmarkScan(b *builder, n *planner.Scan) (clink.Stream[types.Row], error) {
 		par, _ = strconv.Atoi(v)
 	}
 	events := clink.FromSource(b.env, n.UID(), par, connector.Source[nexmark.Event](src))
+	// Each row is made for its event alone, with room for what the Calcs
+	// below write into it.
+	capacity := b.rowCapacity(n)
+	b.owned[n.UID()] = true
 	rows := clink.Map(events, n.UID()+".rows", func(e nexmark.Event) types.Row {
-		return types.Row{Kind: changelog.Insert, Values: conv.values(&e)}
+		return types.Row{Kind: changelog.Insert, Values: conv.values(&e, capacity)}
 	})
 	return rows, nil
 }

@@ -37,7 +37,15 @@ type Compiled struct {
 	// deterministic; Eval(nil) gives its value.
 	Constant bool
 	eval     evalFn
+	// col is the index plus one of the input column the expression is
+	// (0: it is not a plain column reference).
+	col int
 }
+
+// Column reports whether the expression is a plain reference to an input
+// column (no field access, no conversion), and which: Eval(row) is then
+// row[i], which a caller may copy without calling Eval.
+func (c *Compiled) Column() (i int, ok bool) { return c.col - 1, c.col > 0 }
 
 // Eval evaluates the expression over a row of the scope's layout. It is
 // safe for concurrent use, and does not allocate for expressions over
@@ -66,7 +74,7 @@ func (cc *Compiler) Compile(e ast.Expr, scope Scope) (*Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Compiled{Type: n.typ, Deterministic: !n.nondet, Constant: n.konst, eval: n.eval}, nil
+	return &Compiled{Type: n.typ, Deterministic: !n.nondet, Constant: n.konst, eval: n.eval, col: n.col}, nil
 }
 
 type evalFn func(row []types.Value) (types.Value, error)
@@ -85,6 +93,9 @@ type node struct {
 	// strLit marks a character string literal, which may stand for a
 	// DATE, TIME or TIMESTAMP where one is expected.
 	strLit bool
+	// col is the index plus one of the input column a plain column
+	// reference reads (0: not one).
+	col int
 }
 
 type compiler struct {
@@ -150,7 +161,7 @@ func (c *compiler) expr(e ast.Expr) (*node, error) {
 		if len(col.Path) > 0 {
 			return &node{typ: col.Type, pos: e.Pos, eval: fieldAccess(i, col.Path, col.Type.Kind)}, nil
 		}
-		return &node{typ: col.Type, pos: e.Pos, eval: func(row []types.Value) (types.Value, error) { return row[i], nil }}, nil
+		return &node{typ: col.Type, pos: e.Pos, col: i + 1, eval: func(row []types.Value) (types.Value, error) { return row[i], nil }}, nil
 	case *ast.NumberLit:
 		return numberLit(e)
 	case *ast.StringLit:

@@ -1,6 +1,7 @@
 package expr
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -543,6 +544,68 @@ func TestRowFieldAccess(t *testing.T) {
 		}
 		if _, err := Compile(e, scope); err == nil || err.Error() != tc.want {
 			t.Errorf("%s:\n got: %v\nwant: %s", tc.expr, err, tc.want)
+		}
+	}
+}
+
+// TestColumnConstantComparison checks the comparisons of a plain integer
+// column with a constant (evaluated by one function) against the same
+// comparisons of a computed operand, on either side, with NULLs.
+func TestColumnConstantComparison(t *testing.T) {
+	eval := func(text string) string {
+		t.Helper()
+		e, err := parser.ParseExpr(text)
+		if err != nil {
+			t.Fatalf("%s: parsing: %v", text, err)
+		}
+		c, err := Compile(e, testScope)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		v, err := c.Eval(testRow)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		return c.Type.String() + " | " + string(v.AppendFormat(nil, time.UTC))
+	}
+	for _, col := range []string{"price", "auction", "nb", "i"} {
+		for _, op := range []string{"=", "<>", "<", "<=", ">", ">="} {
+			for _, k := range []string{"99", "100", "101", "1001", "-5", "CAST(NULL AS BIGINT)"} {
+				for _, f := range []string{"%s %s %s", "%[3]s %[2]s %[1]s"} {
+					fast := fmt.Sprintf(f, col, op, k)
+					slow := fmt.Sprintf(f, "("+col+" + 0)", op, k)
+					if got, want := eval(fast), eval(slow); got != want {
+						t.Errorf("%s = %s, want %s (as %s)", fast, got, want, slow)
+					}
+				}
+			}
+		}
+	}
+	if got, want := eval("dt > DATE '2015-07-14'"), "BOOLEAN | TRUE"; got != want {
+		t.Errorf("dt > DATE '2015-07-14' = %s, want %s", got, want)
+	}
+	if got, want := eval("DATE '2015-07-16' <= dt"), "BOOLEAN | FALSE"; got != want {
+		t.Errorf("DATE '2015-07-16' <= dt = %s, want %s", got, want)
+	}
+}
+
+// TestColumn checks which expressions report a plain column.
+func TestColumn(t *testing.T) {
+	for text, want := range map[string]int{"price": 1, "`dateTime`": 3, "i": 11, "price + 0": -1, "CAST(i AS BIGINT)": -1, "1": -1} {
+		e, err := parser.ParseExpr(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Compile(e, testScope)
+		if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		i, ok := c.Column()
+		if !ok {
+			i = -1
+		}
+		if i != want {
+			t.Errorf("%s: Column() = %d, %v; want %d", text, i, ok, want)
 		}
 	}
 }

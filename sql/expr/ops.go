@@ -194,6 +194,80 @@ func cmpFor(t types.Type) cmpFn {
 	return types.Compare
 }
 
+// intColumnCompare returns the evaluation of a comparison between a plain
+// column and a non-NULL constant of an integer-like type t (the common
+// filter `price > 10`, `event_type = 2`) as one function that reads the
+// column and compares its payload, or nil for any other comparison.
+func intColumnCompare(op ast.BinaryOp, t types.Type, l, r *node) evalFn {
+	k := t.Kind
+	if !(k.IsInteger() || k == types.KindDate || k == types.KindTime || k.IsInterval()) {
+		return nil
+	}
+	if l.konst && r.col > 0 {
+		// c op x is x op' c, op' the mirrored operator.
+		l, r = r, l
+		switch op {
+		case ast.OpLt:
+			op = ast.OpGt
+		case ast.OpLe:
+			op = ast.OpGe
+		case ast.OpGt:
+			op = ast.OpLt
+		case ast.OpGe:
+			op = ast.OpLe
+		}
+	}
+	if l.col == 0 || !r.konst || r.val.IsNull() {
+		return nil
+	}
+	i, c := l.col-1, r.val.Int64()
+	switch op {
+	case ast.OpEq:
+		return func(row []types.Value) (types.Value, error) {
+			if v := row[i]; !v.IsNull() {
+				return types.Bool(v.Int64() == c), nil
+			}
+			return types.Null, nil
+		}
+	case ast.OpNe:
+		return func(row []types.Value) (types.Value, error) {
+			if v := row[i]; !v.IsNull() {
+				return types.Bool(v.Int64() != c), nil
+			}
+			return types.Null, nil
+		}
+	case ast.OpLt:
+		return func(row []types.Value) (types.Value, error) {
+			if v := row[i]; !v.IsNull() {
+				return types.Bool(v.Int64() < c), nil
+			}
+			return types.Null, nil
+		}
+	case ast.OpLe:
+		return func(row []types.Value) (types.Value, error) {
+			if v := row[i]; !v.IsNull() {
+				return types.Bool(v.Int64() <= c), nil
+			}
+			return types.Null, nil
+		}
+	case ast.OpGt:
+		return func(row []types.Value) (types.Value, error) {
+			if v := row[i]; !v.IsNull() {
+				return types.Bool(v.Int64() > c), nil
+			}
+			return types.Null, nil
+		}
+	case ast.OpGe:
+		return func(row []types.Value) (types.Value, error) {
+			if v := row[i]; !v.IsNull() {
+				return types.Bool(v.Int64() >= c), nil
+			}
+			return types.Null, nil
+		}
+	}
+	return nil
+}
+
 func cmpTest(op ast.BinaryOp) func(int) bool {
 	switch op {
 	case ast.OpEq:
@@ -241,6 +315,9 @@ func (c *compiler) compare(op ast.BinaryOp, pos ast.Pos, l, r *node) (*node, err
 	}
 	if op != ast.OpEq && op != ast.OpNe && !comparable(t) {
 		return nil, errorf(pos, "cannot order values of type %s", typeName(t))
+	}
+	if f := intColumnCompare(op, t, ns[0], ns[1]); f != nil {
+		return derive(types.BooleanType.WithNotNull(!anyNullable(l, r)), pos, f, ns...), nil
 	}
 	le, re := ns[0].eval, ns[1].eval
 	cmp, test := cmpFor(t), cmpTest(op)

@@ -1,0 +1,224 @@
+package exec
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/planner"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// Row ownership. A Calc makes one new row per input row, unless it may
+// write its output into the input row's own storage: that is allowed when
+// the input row was made for this record alone and nothing else reads or
+// keeps it. builder.owned records the streams whose rows are such (the
+// scans that make a fresh row per record, and the operators that pass an
+// owned row on unchanged or write into it); an owned row is handed to the
+// stream's one consumer, which runs chained in the same task (a forward
+// edge between equal parallelisms), so no channel, in-flight capture or
+// other operator sees the row before that consumer is done with it. Rows
+// that operators keep in state (Rank, joins, OVER) or that a stream hands
+// to two consumers are never owned, so a Calc after them copies.
+
+// ownedInput reports whether n's rows may be overwritten by n's one
+// consumer.
+func (b *builder) ownedInput(n planner.Node) bool {
+	return b.owned[n.UID()] && b.consumers[n.UID()] == 1
+}
+
+// rowCapacity returns how many values a fresh row made by n (a scan)
+// should have room for: its width, or more when a Calc downstream will
+// write a wider row into the same storage.
+func (b *builder) rowCapacity(n planner.Node) int {
+	return max(len(n.Fields()), b.reuseWidth(n))
+}
+
+// reuseWidth is the widest row that the operators reading n's rows may
+// write into their storage: along the single-consumer Calcs and watermark
+// assigners below n.
+func (b *builder) reuseWidth(n planner.Node) int {
+	rs := b.readers[n.UID()]
+	if len(rs) != 1 {
+		return 0
+	}
+	switch r := rs[0].(type) {
+	case *planner.Calc:
+		return max(len(r.Projs), b.reuseWidth(r))
+	case *planner.WatermarkAssigner:
+		return b.reuseWidth(r)
+	}
+	return 0
+}
+
+// calcLevel is one Calc of a merged chain, prepared for evaluation.
+type calcLevel struct {
+	c *planner.Calc
+	// cols[j] is the input column that projection j copies, -1 when it is
+	// computed.
+	cols []int
+	// prefix: projection j is column j for every j, so that an input row
+	// of exactly len(c.Projs) values passes unchanged.
+	prefix bool
+	// inPlace: writing projection j into slot j of the input row, in
+	// order, reads no slot already written (every projection after j is a
+	// column other than j), so the output may overwrite the input directly.
+	inPlace bool
+}
+
+func newCalcLevel(c *planner.Calc) calcLevel {
+	l := calcLevel{c: c, cols: make([]int, len(c.Projs)), prefix: true, inPlace: true}
+	for j, p := range c.Projs {
+		i, ok := p.Column()
+		if !ok {
+			i = -1
+		}
+		l.cols[j] = i
+		l.prefix = l.prefix && i == j
+	}
+	for j := range l.cols {
+		for _, i := range l.cols[j+1:] {
+			if i < 0 || i == j {
+				l.inPlace = false
+			}
+		}
+	}
+	return l
+}
+
+// project writes the level's projections of row into dst.
+func (l *calcLevel) project(kind changelog.RowKind, row, dst []types.Value) error {
+	for j, p := range l.c.Projs {
+		if i := l.cols[j]; i >= 0 {
+			dst[j] = row[i]
+			continue
+		}
+		v, err := p.Eval(row)
+		if err != nil {
+			return fmt.Errorf("operator %s: evaluating %s on %s: %w", l.c.UID(), l.c.ProjText[j], types.Row{Kind: kind, Values: row}, err)
+		}
+		dst[j] = v
+	}
+	return nil
+}
+
+// stackWidth is the widest output that a Calc evaluates in a buffer on
+// the stack before copying it into its input row's storage.
+const stackWidth = 8
+
+// calc builds n together with the Calcs below it that feed n alone, as one
+// FlatMap (Flink merges such Calcs in the planner): a row passes every
+// filter and projection in turn, the intermediate rows in a scratch buffer,
+// so that at most the output row is allocated; none is when the input row
+// is owned (see ownedInput) and has room for the output, or when every
+// level passes its input through unchanged.
+func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
+	chain := []*planner.Calc{n} // bottom first
+	for {
+		in, ok := chain[0].Input.(*planner.Calc)
+		if !ok || b.consumers[in.UID()] != 1 {
+			break
+		}
+		if _, built := b.streams[in.UID()]; built {
+			break
+		}
+		chain = append([]*planner.Calc{in}, chain...)
+	}
+	in, err := b.stream(chain[0].Input)
+	if err != nil {
+		return in, err
+	}
+	reuse := b.ownedInput(chain[0].Input)
+	levels := make([]calcLevel, len(chain))
+	passes := false // some level may pass its input row on unchanged
+	for i, c := range chain {
+		levels[i] = newCalcLevel(c)
+		passes = passes || levels[i].prefix
+	}
+	// The output is a new row, or the owned input row: owned either way,
+	// unless a level passes a row this operator does not own.
+	b.owned[n.UID()] = reuse || !passes
+	// Level i < last writes its row into scratch[off[i]:off[i+1]].
+	off := make([]int, len(chain))
+	for i := 1; i < len(chain); i++ {
+		off[i] = off[i-1] + len(chain[i-1].Projs)
+	}
+	scratchLen := off[len(chain)-1]
+	pool := sync.Pool{New: func() any { s := make([]types.Value, scratchLen); return &s }}
+	eval := func(r types.Row, scratch []types.Value, out *clink.Collector[types.Row]) error {
+		row := r.Values
+		fromScratch := false // row lies in scratch, which must not escape
+		for i := range levels {
+			l := &levels[i]
+			c := l.c
+			if c.Filter != nil {
+				v, err := c.Filter.Eval(row)
+				if err != nil {
+					return fmt.Errorf("operator %s: evaluating %s on %s: %w", c.UID(), c.FilterText, types.Row{Kind: r.Kind, Values: row}, err)
+				}
+				if v.IsNull() || !v.Bool() {
+					return nil
+				}
+			}
+			w := len(c.Projs)
+			if l.prefix && len(row) == w {
+				continue
+			}
+			kind := r.Kind
+			switch {
+			case i < len(levels)-1:
+				dst := scratch[off[i] : off[i]+w]
+				if err := l.project(kind, row, dst); err != nil {
+					return err
+				}
+				row, fromScratch = dst, true
+			case reuse && cap(r.Values) >= w && (fromScratch || l.inPlace):
+				dst := r.Values[:w]
+				if err := l.project(kind, row, dst); err != nil {
+					return err
+				}
+				row, fromScratch = dst, false
+			case reuse && cap(r.Values) >= w && w <= stackWidth:
+				// A projection may read a slot an earlier one wrote:
+				// evaluate all of them first.
+				var tmp [stackWidth]types.Value
+				if err := l.project(kind, row, tmp[:w]); err != nil {
+					return err
+				}
+				row = r.Values[:w]
+				copy(row, tmp[:w])
+			default:
+				dst := make([]types.Value, w)
+				if err := l.project(kind, row, dst); err != nil {
+					return err
+				}
+				row, fromScratch = dst, false
+			}
+		}
+		if fromScratch {
+			// The last level passed a scratch row on unchanged.
+			var dst []types.Value
+			if reuse && cap(r.Values) >= len(row) {
+				dst = r.Values[:len(row)]
+			} else {
+				dst = make([]types.Value, len(row))
+			}
+			copy(dst, row)
+			row = dst
+		}
+		out.Collect(types.Row{Kind: r.Kind, Values: row})
+		return nil
+	}
+	if len(chain) == 1 {
+		return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
+			return eval(r, nil, out)
+		}), nil
+	}
+	return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
+		sp := pool.Get().(*[]types.Value)
+		err := eval(r, *sp, out)
+		pool.Put(sp)
+		return err
+	}), nil
+}
