@@ -1,6 +1,7 @@
 package state
 
 import (
+	"maps"
 	"math/rand/v2"
 	"testing"
 	"unsafe"
@@ -93,10 +94,7 @@ func TestSlabbedTableCapturesAndMoves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := make(map[int64]int64, len(model))
-		for k, x := range model {
-			want[k] = x
-		}
+		want := maps.Clone(model)
 		// Write (read-modify-write, put, delete, insert) keys of one or
 		// two key groups only, so that the others stay in older slabs.
 		only := r.IntN(maxP)
@@ -126,10 +124,7 @@ func TestSlabbedTableCapturesAndMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make(map[int64]int64, len(model))
-	for k, x := range model {
-		want[k] = x
-	}
+	want := maps.Clone(model)
 	for k := range int64(maxP * 4) {
 		if x, ok := v.Get(k); ok {
 			v.Put(k, x)
