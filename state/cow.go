@@ -80,6 +80,8 @@ type kgTable[K comparable, V any] struct {
 	n      int // entries
 	// shared: a capture holds the arrays; the next write copies them.
 	shared bool
+	// slab is the slab slots was carved from (nil: none, see slab.go).
+	slab *slotSlab[K, V]
 }
 
 // The load factor at which a kgTable grows, and by how much. Most keys
@@ -130,16 +132,22 @@ type cowTable[K comparable, V any] struct {
 	// may be used. Otherwise (floats: +0 == -0) a slot matches only if its
 	// key also has the same hash.
 	exact bool
-	// The last lookup (lastShard nil: none), so that the write that follows
-	// a read of the same key does not probe again: lastKey's key group is
-	// lastShard, its mixed hash lastM, and lastIdx its slot (lastFound) or
-	// the empty slot where it would be inserted. Any change that moves
-	// entries (growth, deletion, restore) clears it.
-	lastKey   K
-	lastShard *kgTable[K, V]
-	lastM     uint64
-	lastIdx   int
-	lastFound bool
+	// slabbed: slot arrays are carved from slabs (slab.go); slab is the
+	// current one.
+	slabbed bool
+	slab    *slotSlab[K, V]
+	// inPlace: entries carry no write time and no epoch, and == on keys
+	// is exact, so a found slot whose arrays no capture holds may be
+	// overwritten as it is (lastSlot).
+	inPlace bool
+	// fast: find's inline path applies (flat keys hashed as 8 bytes, a
+	// power-of-two max parallelism above 1, no TTL).
+	fast bool
+	// lastSlot is the slot the last lookup found, if it may be overwritten
+	// in place (else nil), so that the write that follows a read of the
+	// same key (lastSlot.k == k) does not probe again. Anything that moves
+	// entries or lets a capture or an iteration hold the arrays clears it.
+	lastSlot *kv[K, V]
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -162,8 +170,8 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	t := &cowTable[K, V]{
 		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc), keyHash: keyHashOf[K](),
 		maxPar: b.maxParallelism, rng: b.rng, clone: clone, exact: exactEqual(reflect.TypeFor[K]()), flat: flatKey(reflect.TypeFor[K]()),
-		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start),
-		ttl:    cfg.ttl.Milliseconds(), now: cfg.now,
+		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start), slabbed: slabbed[K, V](),
+		ttl: cfg.ttl.Milliseconds(), now: cfg.now,
 	}
 	if mp := uint64(b.maxParallelism); mp&(mp-1) == 0 {
 		t.kgMask = mp - 1
@@ -171,6 +179,8 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	if cfg.ttl > 0 && t.ttl == 0 {
 		t.ttl = 1
 	}
+	t.inPlace = t.exact && t.ttl == 0 && clone == nil
+	t.fast = t.flat && t.keyHash == keyHash64 && t.kgMask != 0 && t.ttl == 0
 	if err := b.Register(t); err != nil {
 		return nil, err
 	}
@@ -210,22 +220,78 @@ func (t *cowTable[K, V]) keyGroup(m uint64) int {
 
 // find returns the kgTable of k, k's mixed hash, and the slot that holds k
 // (found) or the empty slot where it would be inserted (-1 if the table
-// has no slots). It refuses keys outside the subtask's range (a keyed
+// has no slots). An expired entry is dropped and not found. It refuses keys outside the subtask's range (a keyed
 // operator fed with records partitioned by another key).
-func (t *cowTable[K, V]) find(k K) (s *kgTable[K, V], m uint64, i int, found bool) {
-	// Operators read and then write the same key: remember the last one.
-	if t.lastShard != nil && t.exact && t.lastKey == k {
-		return t.lastShard, t.lastM, t.lastIdx, t.lastFound
+//
+// find is the hot path of every access. At 1M keys each lookup misses the
+// cache once, and the fewer instructions (and stores, and spills around
+// calls) lie between two lookups, the more of their misses the core
+// overlaps. So the common case (flat 8-byte integer keys, a power-of-two
+// max parallelism) is written out here without a call; findAny does the
+// rest.
+func (t *cowTable[K, V]) find(k K) (*kgTable[K, V], uint64, int, bool) {
+	if !t.fast {
+		return t.findAny(k)
 	}
+	m := mix64(HashUint64(*(*uint64)(unsafe.Pointer(&k))))
+	g := int(m&t.kgMask) - t.rng.Start
+	if uint(g) >= uint(len(t.shards)) {
+		return t.findAny(k)
+	}
+	s := &t.shards[g]
+	slots, used := s.slots, s.used
+	c := len(slots)
+	if c == 0 {
+		t.lastSlot = nil
+		return s, m, -1, false
+	}
+	// The load factor is below 1: an empty slot ends every probe.
+	i := home(m, c)
+	for used[i>>6]&(1<<(i&63)) != 0 {
+		if slots[i].k == k {
+			// Operators read and then write the same key: remember the
+			// slot.
+			if t.inPlace && !s.shared {
+				t.lastSlot = &slots[i]
+			} else {
+				t.lastSlot = nil
+			}
+			return s, m, i, true
+		}
+		if i++; i == c {
+			i = 0
+		}
+	}
+	t.lastSlot = nil
+	return s, m, i, false
+}
+
+// findAny is find for any table.
+func (t *cowTable[K, V]) findAny(k K) (s *kgTable[K, V], m uint64, i int, found bool) {
 	m = t.hashKey(k)
 	kg := t.keyGroup(m)
 	if !t.rng.Contains(kg) {
-		panic(fmt.Sprintf("state %q: key %v is in key group %d, outside this subtask's range %v (was the stream keyed by the same key?)", t.name, k, kg, t.rng))
+		t.outOfRange(k, kg)
 	}
 	s = &t.shards[kg-t.rng.Start]
 	i, found = t.probe(s, k, m)
-	t.lastKey, t.lastShard, t.lastM, t.lastIdx, t.lastFound = k, s, m, i, found
+	if found && t.ttl > 0 && !t.live(s, i) {
+		// Expired: drop it (as WithTTL says) and find where k would go
+		// now that entries moved.
+		t.drop(s, i)
+		i, found = t.probe(s, k, m)
+	}
+	if found && t.inPlace && !s.shared {
+		t.lastSlot = &s.slots[i]
+	} else {
+		t.lastSlot = nil
+	}
 	return s, m, i, found
+}
+
+// outOfRange panics: key k of key group kg is not in the subtask's range.
+func (t *cowTable[K, V]) outOfRange(k K, kg int) {
+	panic(fmt.Sprintf("state %q: key %v is in key group %d, outside this subtask's range %v (was the stream keyed by the same key?)", t.name, k, kg, t.rng))
 }
 
 // probe returns the slot of s that holds k, whose mixed hash is m, or the
@@ -284,7 +350,9 @@ func (t *cowTable[K, V]) writable(s *kgTable[K, V]) {
 	if !s.shared {
 		return
 	}
-	s.slots = slices.Clone(s.slots)
+	slots, slab := t.newSlots(len(s.slots))
+	copy(slots, s.slots)
+	t.setSlots(s, slots, slab)
 	s.used = slices.Clone(s.used)
 	s.tags = slices.Clone(s.tags)
 	s.written = slices.Clone(s.written)
@@ -300,7 +368,8 @@ func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
 		c += c / 2
 	}
 	old := *s
-	s.slots = make([]kv[K, V], c)
+	slots, slab := t.newSlots(c)
+	t.setSlots(s, slots, slab)
 	s.used = make([]uint64, (c+63)/64)
 	s.tags, s.written, s.epochs = nil, nil, nil
 	if !t.flat {
@@ -336,7 +405,6 @@ func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
 			s.epochs[i] = old.epochs[j]
 		}
 	}
-	t.lastShard = nil
 }
 
 // insert adds k, whose mixed hash is m, to s, which does not hold it; i is
@@ -356,7 +424,6 @@ func (t *cowTable[K, V]) insert(s *kgTable[K, V], k K, m uint64, i int) int {
 	}
 	s.slots[i].k = k
 	s.n++
-	t.lastKey, t.lastShard, t.lastM, t.lastIdx, t.lastFound = k, s, m, i, true
 	return i
 }
 
@@ -401,7 +468,7 @@ func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 	s.used[i>>6] &^= 1 << (i & 63)
 	s.slots[i] = kv[K, V]{}
 	s.n--
-	t.lastShard = nil
+	t.lastSlot = nil
 }
 
 // live reports whether slot i of s has not expired.
@@ -415,17 +482,12 @@ func (t *cowTable[K, V]) drop(s *kgTable[K, V], i int) {
 	t.deleteAt(s, i)
 }
 
-func (t *cowTable[K, V]) get(k K) (V, bool) {
-	s, _, i, ok := t.find(k)
-	if ok && t.ttl > 0 && !t.live(s, i) {
-		t.drop(s, i)
-		ok = false
+// get returns the value of k.
+func (t *cowTable[K, V]) get(k K) (v V, ok bool) {
+	if s, _, i, found := t.find(k); found {
+		v, ok = s.slots[i].v, true
 	}
-	if !ok {
-		var zero V
-		return zero, false
-	}
-	return s.slots[i].v, true
+	return v, ok
 }
 
 // exactEqual reports whether == on values of t implies equal encodings,
@@ -447,7 +509,18 @@ func exactEqual(t reflect.Type) bool {
 	return true
 }
 
+// put sets the value of k.
 func (t *cowTable[K, V]) put(k K, v V) {
+	if p := t.lastSlot; p != nil && p.k == k {
+		// The read before found k, and nothing has moved it since.
+		p.v = v
+	} else {
+		t.putAny(k, v)
+	}
+}
+
+// putAny is put without lastSlot.
+func (t *cowTable[K, V]) putAny(k K, v V) {
 	s, m, i, ok := t.find(k)
 	if ok {
 		t.writable(s)
@@ -472,10 +545,6 @@ func (t *cowTable[K, V]) del(k K) {
 // one; f returns the new value, or keep=false to delete k.
 func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
 	s, m, i, ok := t.find(k)
-	if ok && t.ttl > 0 && !t.live(s, i) {
-		t.drop(s, i)
-		ok = false
-	}
 	var v V
 	if ok {
 		v = s.slots[i].v
@@ -494,8 +563,6 @@ func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
 	if ok {
 		t.writable(s)
 	} else {
-		// A drop above moved entries: probe again.
-		i, _ = t.probe(s, k, m)
 		i = t.insert(s, k, m, i)
 	}
 	s.slots[i].v = nv
@@ -514,6 +581,7 @@ func (t *cowTable[K, V]) rangeKeys(f func(K, V) bool) {
 		slots, used, written := s.slots, s.used, s.written
 		wasShared, epoch := s.shared, t.epoch
 		s.shared = true
+		t.lastSlot = nil
 		now := int64(0)
 		if t.ttl > 0 {
 			now = t.now()
@@ -558,6 +626,7 @@ func (t *cowTable[K, V]) Freeze() FrozenTable {
 		t.shards[i].shared = true
 		f.shards[i] = t.shards[i]
 	}
+	t.lastSlot = nil
 	t.epoch++
 	return f
 }
@@ -603,8 +672,7 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 	if !t.rng.Contains(kg) {
 		return nil
 	}
-	t.lastShard = nil
-	defer func() { t.lastShard = nil }()
+	t.lastSlot = nil
 	s := &t.shards[kg-t.rng.Start]
 	// Make room for the entries up front; every entry takes at least one
 	// byte, so data bounds what a corrupt count can reserve.

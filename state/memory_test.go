@@ -558,6 +558,34 @@ func TestMemoryCaptureMatchesModel(t *testing.T) {
 				s.v.Put(k, v)
 				model.values[k] = v
 			},
+			"value read-modify-write": func(rt *rapid.T) {
+				// Put after Get of the same key overwrites the slot Get
+				// found: a capture or a delete in between must not let it
+				// write into a captured array or a moved entry.
+				k, d := key.Draw(rt, "k"), val.Draw(rt, "d")
+				x, _ := s.v.Get(k)
+				s.v.Put(k, x+d)
+				model.values[k] += d
+			},
+			"value read, capture, write": func(rt *rapid.T) {
+				k, d := key.Draw(rt, "k"), val.Draw(rt, "d")
+				x, _ := s.v.Get(k)
+				c, err := b.Capture()
+				if err != nil {
+					rt.Fatal(err)
+				}
+				captures++
+				caps = append(caps, outstanding{c: c, want: model.clone(), id: captures})
+				s.v.Put(k, x+d)
+				model.values[k] += d
+			},
+			"value get": func(rt *rapid.T) {
+				k := key.Draw(rt, "k")
+				want, wantOK := model.values[k]
+				if x, ok := s.v.Get(k); x != want || ok != wantOK {
+					rt.Fatalf("Get(%d) = %d, %v; want %d, %v", k, x, ok, want, wantOK)
+				}
+			},
 			"value delete": func(rt *rapid.T) {
 				k := key.Draw(rt, "k")
 				s.v.Delete(k)
@@ -706,6 +734,43 @@ func FuzzMemoryRestore(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestMemoryPutAfterGetDuringRange checks that a Put that follows a Get of
+// the same key does not write in place into a key group a Range is
+// iterating: the iteration sees the key group as it was when its turn
+// came. The keys share one key group, so that the write falls into the
+// key group being iterated.
+func TestMemoryPutAfterGetDuringRange(t *testing.T) {
+	for _, maxP := range []int{1, 2} {
+		b := openMemory(t, maxP)
+		v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range int64(200) {
+			if keyGroupOf(k, maxP) == 0 {
+				v.Put(k, k)
+			}
+		}
+		var last int64
+		v.Range(func(k, _ int64) bool { last = k; return true })
+		x, _ := v.Get(last)
+		first := true
+		v.Range(func(k, got int64) bool {
+			if first {
+				first = false
+				v.Put(last, x+1000)
+			}
+			if k == last && got != last {
+				t.Errorf("max parallelism %d: Range saw %d for key %d written during it, want %d", maxP, got, k, last)
+			}
+			return true
+		})
+		if got, _ := v.Get(last); got != last+1000 {
+			t.Errorf("max parallelism %d: key %d holds %d after the Range, want %d", maxP, last, got, last+1000)
+		}
+	}
 }
 
 // shuffledKeys returns 0..n-1 in a random order.
