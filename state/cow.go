@@ -80,6 +80,9 @@ type kgTable[K comparable, V any] struct {
 	n      int // entries
 	// shared: a capture holds the arrays; the next write copies them.
 	shared bool
+	// changes holds the keys written or deleted since the last capture,
+	// for incremental checkpoints (see changelog.go); nil without them.
+	changes *kgChanges[K]
 }
 
 // The load factor at which a kgTable grows, and by how much. Most keys
@@ -125,6 +128,9 @@ type cowTable[K comparable, V any] struct {
 	// flat: K holds no pointers and == implies equal encodings (flatKey),
 	// so probing compares keys in their slots without tags.
 	flat bool
+	// changelog: the table records its changes per capture (incremental
+	// checkpoints, changelog.go).
+	changelog bool
 	// exact: == on K implies equal encodings (exactEqual), so a key found
 	// by == has the hash of the key looked up, and the lookup cache below
 	// may be used. Otherwise (floats: +0 == -0) a slot matches only if its
@@ -163,7 +169,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc), keyHash: keyHashOf[K](),
 		maxPar: b.maxParallelism, rng: b.rng, clone: clone, exact: exactEqual(reflect.TypeFor[K]()), flat: flatKey(reflect.TypeFor[K]()),
 		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start),
-		ttl:    cfg.ttl.Milliseconds(), now: cfg.now,
+		ttl:    cfg.ttl.Milliseconds(), now: cfg.now, changelog: b.incremental,
 	}
 	if mp := uint64(b.maxParallelism); mp&(mp-1) == 0 {
 		t.kgMask = mp - 1
@@ -313,6 +319,9 @@ func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
 		s.epochs = make([]uint64, c)
 	}
 	s.shared = false
+	if t.changelog {
+		t.growChanges(s, c)
+	}
 	for j := range old.slots {
 		if !old.isUsed(j) {
 			continue
@@ -334,6 +343,9 @@ func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
 		}
 		if s.epochs != nil {
 			s.epochs[i] = old.epochs[j]
+		}
+		if s.changes != nil {
+			s.changes.move(i, j, old.changes)
 		}
 	}
 	t.lastShard = nil
@@ -368,11 +380,17 @@ func (t *cowTable[K, V]) touch(s *kgTable[K, V], i int) {
 	if s.epochs != nil {
 		s.epochs[i] = t.epoch
 	}
+	if s.changes != nil {
+		s.changes.record(i, s.slots[i].k)
+	}
 }
 
 // deleteAt removes the entry in slot i of s (which is writable), moving
 // back the entries after it that probing would otherwise no longer reach.
 func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
+	if s.changes != nil {
+		s.changes.recordDelete(i, s.slots[i].k)
+	}
 	c := len(s.slots)
 	for j := i; ; {
 		if j++; j == c {
@@ -395,10 +413,16 @@ func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 			if s.epochs != nil {
 				s.epochs[i] = s.epochs[j]
 			}
+			if s.changes != nil {
+				s.changes.shift(i, j)
+			}
 			i = j
 		}
 	}
 	s.used[i>>6] &^= 1 << (i & 63)
+	if s.changes != nil {
+		s.changes.clear(i)
+	}
 	s.slots[i] = kv[K, V]{}
 	s.n--
 	t.lastShard = nil
@@ -557,6 +581,9 @@ func (t *cowTable[K, V]) Freeze() FrozenTable {
 	for i := range t.shards {
 		t.shards[i].shared = true
 		f.shards[i] = t.shards[i]
+		if c := t.shards[i].changes; c != nil {
+			f.shards[i].changes = c.take()
+		}
 	}
 	t.epoch++
 	return f
