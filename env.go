@@ -128,6 +128,14 @@ type Options struct {
 	// maps, fastest, state must fit in memory) or "pebble" (an LSM tree on
 	// local disk, incremental checkpoints).
 	StateBackend string
+	// StateIncremental turns the memory backend's incremental checkpoints
+	// on or off (Flink's state.backend.incremental; nil: on). With them a
+	// checkpoint writes only the entries changed since the previous one,
+	// and a new full base is written in the background now and then; the
+	// files are shared between checkpoints under the checkpoint
+	// directory's shared/. The Pebble backend's checkpoints are always
+	// incremental.
+	StateIncremental *bool
 	// StateDir is where file-based state backends keep their working
 	// files (default: a new directory under the system temp directory).
 	StateDir string
