@@ -18,7 +18,10 @@ import (
 // the name Options.StateBackend gives.
 var stateBackends = map[string]func(opts *Options, dir string) (state.Backend, error){
 	"memory": func(opts *Options, _ string) (state.Backend, error) {
-		return state.NewMemoryBackendWith(state.MemoryOptions{Incremental: opts.StateIncremental == nil || *opts.StateIncremental})
+		return state.NewMemoryBackendWith(state.MemoryOptions{
+			Incremental:      opts.StateIncremental == nil || *opts.StateIncremental,
+			MaterializeBytes: opts.StateMaterializeBytes,
+		})
 	},
 	"pebble": func(_ *Options, dir string) (state.Backend, error) {
 		opts := pebble.Options{Dir: dir}

@@ -136,6 +136,11 @@ type Options struct {
 	// directory's shared/. The Pebble backend's checkpoints are always
 	// incremental.
 	StateIncremental *bool
+	// StateMaterializeBytes is the volume of the memory backend's
+	// incremental checkpoints after which a new full base is written in
+	// the background, when it also exceeds the last base (default
+	// state.DefaultMaterializeBytes).
+	StateMaterializeBytes int64
 	// StateDir is where file-based state backends keep their working
 	// files (default: a new directory under the system temp directory).
 	StateDir string
@@ -195,6 +200,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Retain < 1 {
 		errs = append(errs, fmt.Errorf("retain must be at least 1, got %d", o.Retain))
+	}
+	if o.StateMaterializeBytes < 0 {
+		errs = append(errs, fmt.Errorf("state materialization volume must not be negative, got %d", o.StateMaterializeBytes))
 	}
 	if o.Restore != "" && o.CheckpointDir == "" {
 		errs = append(errs, errors.New("restore needs a checkpoint directory"))
