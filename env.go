@@ -138,7 +138,7 @@ type Options struct {
 	StateIncremental *bool
 	// StateMaterializeBytes is the volume of the memory backend's
 	// incremental checkpoints after which a new full base is written in
-	// the background, when it also exceeds the last base (default
+	// the background, when it also exceeds twice the last base (default
 	// state.DefaultMaterializeBytes).
 	StateMaterializeBytes int64
 	// StateDir is where file-based state backends keep their working

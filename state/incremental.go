@@ -25,7 +25,7 @@ import (
 // checkpoint lists every file of its chain, and retention deletes a file
 // once no remaining checkpoint lists it.
 //
-// Once the deltas since the base outgrow the base (and
+// Once the deltas since the base outgrow twice the base (and
 // MemoryOptions.MaterializeBytes), a goroutine of the backend writes a new
 // base from the frozen view of the capture just persisted, beside the
 // checkpoints; the first checkpoint after it is done lists that base and
@@ -45,13 +45,19 @@ type MemoryOptions struct {
 	// directory); Captured.Persist still returns the full state.
 	Incremental bool
 	// MaterializeBytes is the volume of deltas after which a new base is
-	// written, when it also exceeds the size of the base (default
+	// written, when it also exceeds twice the size of the base (default
 	// DefaultMaterializeBytes).
 	MaterializeBytes int64
 }
 
 // DefaultMaterializeBytes is the default of MemoryOptions.MaterializeBytes.
 const DefaultMaterializeBytes = 64 << 20
+
+// materializeRatio is how many times the size of the base the deltas
+// since it grow to before a new base is written: writing bases costs about
+// 1/materializeRatio of writing the deltas, and a restore reads at most
+// 1+materializeRatio times the state.
+const materializeRatio = 2
 
 // Validate checks the options and fills in defaults.
 func (o *MemoryOptions) Validate() error {
@@ -302,7 +308,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	inc.chain, inc.lastSeq = chain, c.seq
 	inc.baseBytes, inc.deltaBytes = baseBytes, deltaBytes
 	inc.dropUnpersisted(c.seq)
-	if !inc.matRunning && inc.matDone == nil && deltaBytes > max(inc.materializeBytes, baseBytes) && !inc.closing.Load() {
+	if !inc.matRunning && inc.matDone == nil && deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) && !inc.closing.Load() {
 		inc.matRunning = true
 		inc.wg.Add(1)
 		go c.materialize(sw)
