@@ -26,9 +26,9 @@ import (
 // once no remaining checkpoint lists it.
 //
 // Once the deltas since the base outgrow twice the base (and
-// MemoryOptions.MaterializeBytes), a goroutine of the backend writes a new
-// base from the frozen view of the capture just persisted, beside the
-// checkpoints; the first checkpoint after it is done lists that base and
+// MemoryOptions.MaterializeBytes), or the chain holds more than
+// maxChainFiles files, a goroutine of the backend writes a new base from
+// the frozen view of the capture just persisted, beside the checkpoints; the first checkpoint after it is done lists that base and
 // the deltas written after its capture, and the files before it are
 // collected when the last checkpoint listing them is.
 //
@@ -58,6 +58,10 @@ const DefaultMaterializeBytes = 64 << 20
 // 1/materializeRatio of writing the deltas, and a restore reads at most
 // 1+materializeRatio times the state.
 const materializeRatio = 2
+
+// maxChainFiles bounds the files of a chain whose deltas are small: each
+// checkpoint lists them all, and a restore reads them all.
+const maxChainFiles = 300
 
 // Validate checks the options and fills in defaults.
 func (o *MemoryOptions) Validate() error {
@@ -308,7 +312,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	inc.chain, inc.lastSeq = chain, c.seq
 	inc.baseBytes, inc.deltaBytes = baseBytes, deltaBytes
 	inc.dropUnpersisted(c.seq)
-	if !inc.matRunning && inc.matDone == nil && deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) && !inc.closing.Load() {
+	if !inc.matRunning && inc.matDone == nil && (deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles) && !inc.closing.Load() {
 		inc.matRunning = true
 		inc.wg.Add(1)
 		go c.materialize(sw)
