@@ -171,8 +171,9 @@ func alignKeyedState(t *testing.T, st *store.Store, id checkpoint.ID, uid string
 		if op == nil {
 			t.Fatalf("checkpoint %d: snapshot %s has no operator %s", id, name, uid)
 		}
-		groups := make([]state.KeyGroupData, len(op.KeyGroups))
-		for i, g := range op.KeyGroups {
+		kgs := snapshotKeyGroups(t, st, *op)
+		groups := make([]state.KeyGroupData, len(kgs))
+		for i, g := range kgs {
 			groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
 		}
 		values, err := state.ReadValues[int, alignTally](groups, "value", maxPar)
