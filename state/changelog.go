@@ -87,9 +87,16 @@ func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {
 //	key    uvarint length + the key codec's bytes
 //	value  (opPut only) uvarint length + the value codec's bytes
 //	time   (opPut only) varint write time, 0 without TTL
+//
+// A delta section may begin with an entry of op opReset alone: the entries
+// after it are all of the table's in that key group, replacing what the
+// chain held before. A delta writes a key group so when at least half its
+// entries changed: a scan of the slots in order is cheaper than a lookup
+// per changed key, and needs no deletions.
 const (
 	opDelete = 0
 	opPut    = 1
+	opReset  = 2
 )
 
 // changeTable is implemented by the frozen tables of a backend with
@@ -156,6 +163,18 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 	if s.changes != nil && len(s.changes.keys) > 0 {
 		lists = append(lists, s.changes.keys)
 		dup = dup || s.changes.dup
+	}
+	listed := 0
+	for _, l := range lists {
+		listed += len(l)
+	}
+	if listed == 0 {
+		return dst, 0
+	}
+	if 2*listed >= s.n {
+		dst = append(dst, opReset)
+		dst, n := f.appendDelimited(dst, kg)
+		return dst, n + 1
 	}
 	// Repeats are removed by key, or by encoding where == is not
 	// equality of entries (floats: +0 and -0 are two entries).

@@ -711,7 +711,17 @@ func (l *chainLoader) mergeKeyGroup(chain []chainFile, kg int) ([]mergedTable, e
 	}
 	var out []mergedTable
 	for _, name := range order {
-		m, err := mergeSections(kg, name, secs[name])
+		ss := secs[name]
+		// A section that begins with a reset starts the table's entries
+		// of this key group anew.
+		for i := len(ss) - 1; i >= 0; i-- {
+			if s := ss[i]; s.entries > 0 && len(s.data) > 0 && s.data[0] == opReset {
+				s.entries, s.data = s.entries-1, s.data[1:]
+				ss = append([]fileSection{s}, ss[i+1:]...)
+				break
+			}
+		}
+		m, err := mergeSections(kg, name, ss)
 		if err != nil {
 			return nil, err
 		}
@@ -742,6 +752,8 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 	case opDelete:
 		e.del = true
 	case opPut:
+	case opReset:
+		return e, 0, errors.New("a reset entry after the first")
 	default:
 		return e, 0, fmt.Errorf("unknown entry kind %d", b[0])
 	}
