@@ -500,3 +500,65 @@ func TestMemoryIncrementalRescale(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryIncrementalDiscardedCapture leaves captures unpersisted (an
+// aborted checkpoint's, a failed write's) and persists a later one: its
+// delta must hold their changes too, the later values winning.
+func TestMemoryIncrementalDiscardedCapture(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	clock := func() int64 { return 1 }
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	f := openIncFixture(t, full, clock, 1<<20)
+	defer f.b.Close()
+	f.register(t, clock)
+	for k := range incKeys {
+		f.value.Put(fmt.Sprint("v", k), int64(k))
+	}
+	persistFiles(t, f.b, sf)
+	want := f.read(full)
+
+	// Changed before a capture that is discarded...
+	f.value.Put("v1", 100)
+	f.value.Delete("v2")
+	want.value["v1"] = 100
+	delete(want.value, "v2")
+	c, err := f.b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.(interface{ Discard() error }); ok {
+		if err := d.Discard(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ... and before one whose write fails.
+	f.value.Put("v3", 300)
+	want.value["v3"] = 300
+	c, err = f.b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.(state.FileCaptured).PersistFiles(failingShared{sf}); err == nil {
+		t.Fatal("PersistFiles into failing storage succeeded")
+	}
+	f.value.Put("v1", 101)
+	want.value["v1"] = 101
+	fs := persistFiles(t, f.b, sf)
+
+	r := openIncFixture(t, full, clock, 1<<20)
+	defer r.b.Close()
+	if err := r.b.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	r.register(t, clock)
+	if got := r.read(full).String(); got != want.String() {
+		t.Fatalf("restored state differs\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// failingShared fails every write.
+type failingShared struct{ *dirShared }
+
+func (f failingShared) Write(name string, write func(io.Writer) error) error {
+	return fmt.Errorf("writing %s: disk full", name)
+}
