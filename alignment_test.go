@@ -171,8 +171,9 @@ func alignKeyedState(t *testing.T, st *store.Store, id checkpoint.ID, uid string
 		if op == nil {
 			t.Fatalf("checkpoint %d: snapshot %s has no operator %s", id, name, uid)
 		}
-		groups := make([]state.KeyGroupData, len(op.KeyGroups))
-		for i, g := range op.KeyGroups {
+		kgs := snapshotKeyGroups(t, st, *op)
+		groups := make([]state.KeyGroupData, len(kgs))
+		for i, g := range kgs {
 			groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
 		}
 		values, err := state.ReadValues[int, alignTally](groups, "value", maxPar)
@@ -228,7 +229,8 @@ func alignLatestState(t *testing.T, dir, uid string, maxPar int) (checkpoint.ID,
 	return last, alignKeyedState(t, st, last, uid, maxPar)
 }
 
-// alignCopyCheckpoint copies completed checkpoint id, snapshots and marker, from
+// alignCopyCheckpoint copies completed checkpoint id, snapshots, the shared
+// files they list and marker, from
 // src into a new checkpoint directory dst.
 func alignCopyCheckpoint(t *testing.T, src *store.Store, id checkpoint.ID, dst string) {
 	t.Helper()
@@ -247,6 +249,20 @@ func alignCopyCheckpoint(t *testing.T, src *store.Store, id checkpoint.ID, dst s
 			t.Fatal(err)
 		}
 		if _, err := out.WriteSnapshot(id, name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The shared files the checkpoint lists (incremental checkpoints).
+	refs, ok := checkpointRefs(src, id)
+	if !ok {
+		t.Fatalf("reading the shared files checkpoint %d lists", id)
+	}
+	for _, r := range refs {
+		p, err := src.Shared().Path(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Shared().Put(r, p); err != nil {
 			t.Fatal(err)
 		}
 	}

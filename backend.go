@@ -16,9 +16,14 @@ import (
 
 // stateBackends makes the state backend of one keyed operator subtask, by
 // the name Options.StateBackend gives.
-var stateBackends = map[string]func(dir string) (state.Backend, error){
-	"memory": func(string) (state.Backend, error) { return state.NewMemoryBackend(), nil },
-	"pebble": func(dir string) (state.Backend, error) {
+var stateBackends = map[string]func(opts *Options, dir string) (state.Backend, error){
+	"memory": func(opts *Options, _ string) (state.Backend, error) {
+		return state.NewMemoryBackendWith(state.MemoryOptions{
+			Incremental:      opts.StateIncremental == nil || *opts.StateIncremental,
+			MaterializeBytes: opts.StateMaterializeBytes,
+		})
+	},
+	"pebble": func(_ *Options, dir string) (state.Backend, error) {
 		opts := pebble.Options{Dir: dir}
 		if err := opts.Validate(); err != nil {
 			return nil, err
@@ -45,7 +50,7 @@ func openBackend(opts *Options, tc *runtime.TaskContext, uid string, rs restoreS
 			return nil, fmt.Errorf("creating state directory: %w", err)
 		}
 	}
-	b, err := mk(dir)
+	b, err := mk(opts, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +183,13 @@ func backendSnapshot(uid string, id checkpoint.ID, b state.Backend, shared *stor
 		}
 		s := &store.OperatorSnapshot{UID: uid, Watermark: wm}
 		var groups []state.KeyGroupData
-		if fc, ok := c.(state.FileCaptured); ok {
+		fc, files := c.(state.FileCaptured)
+		if files && shared == nil && b.Name() == "memory" {
+			// Without a checkpoint directory there is nowhere to share
+			// files: the memory backend's capture writes its state whole.
+			files = false
+		}
+		if files {
 			if shared == nil {
 				if d, ok := c.(interface{ Discard() error }); ok {
 					_ = d.Discard()

@@ -178,8 +178,9 @@ func checkFinalState(t *testing.T, dir string, want int64) {
 			if op.UID != "count" {
 				continue
 			}
-			groups := make([]state.KeyGroupData, len(op.KeyGroups))
-			for i, g := range op.KeyGroups {
+			kgs := snapshotKeyGroups(t, st, op)
+			groups := make([]state.KeyGroupData, len(kgs))
+			for i, g := range kgs {
 				groups[i] = state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
 			}
 			values, err := state.ReadValues[string, int64](groups, "value", 128)

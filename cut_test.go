@@ -75,7 +75,7 @@ func TestCheckpointsAreConsistentCuts(t *testing.T) {
 						inflight += int64(f.Records)
 					}
 					var groups []state.KeyGroupData
-					for _, g := range cs.Operators[0].KeyGroups {
+					for _, g := range snapshotKeyGroups(t, st, cs.Operators[0]) {
 						groups = append(groups, state.KeyGroupData{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data})
 					}
 					values, err := state.ReadValues[int64, int64](groups, "value", 128)

@@ -128,6 +128,19 @@ type Options struct {
 	// maps, fastest, state must fit in memory) or "pebble" (an LSM tree on
 	// local disk, incremental checkpoints).
 	StateBackend string
+	// StateIncremental turns the memory backend's incremental checkpoints
+	// on or off (Flink's state.backend.incremental; nil: on). With them a
+	// checkpoint writes only the entries changed since the previous one,
+	// and a new full base is written in the background now and then; the
+	// files are shared between checkpoints under the checkpoint
+	// directory's shared/. The Pebble backend's checkpoints are always
+	// incremental.
+	StateIncremental *bool
+	// StateMaterializeBytes is the volume of the memory backend's
+	// incremental checkpoints after which a new full base is written in
+	// the background, when it also exceeds twice the last base (default
+	// state.DefaultMaterializeBytes).
+	StateMaterializeBytes int64
 	// StateDir is where file-based state backends keep their working
 	// files (default: a new directory under the system temp directory).
 	StateDir string
@@ -187,6 +200,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Retain < 1 {
 		errs = append(errs, fmt.Errorf("retain must be at least 1, got %d", o.Retain))
+	}
+	if o.StateMaterializeBytes < 0 {
+		errs = append(errs, fmt.Errorf("state materialization volume must not be negative, got %d", o.StateMaterializeBytes))
 	}
 	if o.Restore != "" && o.CheckpointDir == "" {
 		errs = append(errs, errors.New("restore needs a checkpoint directory"))

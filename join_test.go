@@ -94,7 +94,7 @@ func TestIntervalJoinMatchesReference(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				for _, g := range snap.Operators[0].KeyGroups {
+				for _, g := range snapshotKeyGroups(t, st, snap.Operators[0]) {
 					t.Errorf("terminal checkpoint %d: join-%d still holds %d entries in key group %d", id, sub, g.Entries, g.KeyGroup)
 				}
 			}

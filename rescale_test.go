@@ -60,16 +60,29 @@ func TestRescaleOnRestore(t *testing.T) {
 	for _, c := range []struct {
 		from, to int
 		backend  string
-	}{{4, 1, "memory"}, {4, 2, "memory"}, {4, 3, "memory"}, {1, 4, "memory"}, {2, 3, "memory"}, {4, 3, "pebble"}, {1, 3, "pebble"}} {
+	}{{4, 1, "memory"}, {4, 2, "memory"}, {4, 3, "memory"}, {1, 4, "memory"}, {2, 3, "memory"}, {4, 3, "pebble"}, {1, 3, "pebble"},
+		{4, 3, "memory-full"}, {1, 4, "memory-full"}} {
 		t.Run(fmt.Sprintf("%s/%d->%d", c.backend, c.from, c.to), func(t *testing.T) {
 			dir := t.TempDir()
 			var mu sync.Mutex
 			first := map[string]int64{}
 			ctx, cancel := context.WithCancel(context.Background())
-			env := rescaleJob(t, clink.Options{
+			backendOpts := func(o clink.Options) clink.Options {
+				o.StateBackend = c.backend
+				switch c.backend {
+				case "memory-full":
+					off := false
+					o.StateBackend, o.StateIncremental = "memory", &off
+				case "memory":
+					// A new base now and then, so that restores merge
+					// bases and deltas.
+					o.StateMaterializeBytes = 4 << 10
+				}
+				return o
+			}
+			env := rescaleJob(t, backendOpts(clink.Options{
 				CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond, Retain: 100, MaxParallelism: 64,
-				StateBackend: c.backend,
-			}, c.from, 60_000, first, &mu)
+			}), c.from, 60_000, first, &mu)
 			done := make(chan error, 1)
 			go func() { done <- env.Execute(ctx) }()
 			// Stop once a few checkpoints completed, well before the end.
@@ -101,7 +114,7 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 
 			final := map[string]int64{}
-			env2 := rescaleJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64, StateBackend: c.backend}, c.to, 0, final, &mu)
+			env2 := rescaleJob(t, backendOpts(clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64}), c.to, 0, final, &mu)
 			if err := env2.Execute(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -122,8 +135,8 @@ func TestRescaleOnRestore(t *testing.T) {
 					bad++
 				}
 			}
-			if c.backend != "memory" {
-				return // Pebble keeps its state in shared files, not key groups.
+			if c.backend == "pebble" {
+				return // Pebble keeps its state in its own files.
 			}
 			// The terminal checkpoint, taken at the new parallelism, holds
 			// every key exactly once with its final count.
@@ -144,7 +157,7 @@ func TestRescaleOnRestore(t *testing.T) {
 				if snap.Parallelism != c.to {
 					t.Errorf("terminal snapshot of count-%d says parallelism %d, want %d", sub, snap.Parallelism, c.to)
 				}
-				for _, g := range snap.Operators[0].KeyGroups {
+				for _, g := range snapshotKeyGroups(t, st, snap.Operators[0]) {
 					if seen[g.KeyGroup] {
 						t.Errorf("key group %d is held by two subtasks", g.KeyGroup)
 					}
@@ -170,6 +183,37 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// snapshotKeyGroups returns the key groups of an operator's snapshot: the
+// snapshot's own, or those merged from the chain of a memory backend's
+// incremental checkpoint.
+func snapshotKeyGroups(t *testing.T, st *store.Store, op store.OperatorSnapshot) []store.KeyGroupState {
+	t.Helper()
+	if len(op.KeyGroups) > 0 {
+		return op.KeyGroups
+	}
+	fs := &state.FileState{}
+	for _, n := range op.OperatorState {
+		switch {
+		case n.Name == store.SharedRefsState:
+			fs.Shared = store.ParseSharedRefs(n.Data)
+		case strings.HasPrefix(n.Name, store.FileEntryPrefix):
+			fs.Named = append(fs.Named, state.NamedData{Name: strings.TrimPrefix(n.Name, store.FileEntryPrefix), Data: n.Data})
+		}
+	}
+	groups, _, ok, err := state.ReadChain(fs, st.Shared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ok && len(fs.Named) > 0 {
+		t.Fatalf("operator %s keeps state in files that are not a memory chain", op.UID)
+	}
+	out := make([]store.KeyGroupState, len(groups))
+	for i, g := range groups {
+		out[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
+	}
+	return out
 }
 
 func TestRestoreRefusesAnotherMaxParallelism(t *testing.T) {

@@ -49,6 +49,8 @@ type Options struct {
 	CheckpointMode     clink.CheckpointMode
 	Restore            string
 	StateBackend       string
+	// StateIncremental is state.backend.incremental (nil: the default).
+	StateIncremental *bool
 	// WatermarkInterval is the period of the sources' watermarks (0: the
 	// runtime's default, 200ms).
 	WatermarkInterval time.Duration
@@ -184,6 +186,7 @@ var Settings = map[string]string{
 	"pipeline.auto-watermark-interval":          "period of the sources' watermarks, e.g. '200 ms' (the default)",
 	"pipeline.max-parallelism":                  "number of key groups (default 128); fixed for a job's checkpoints",
 	"state.backend.type":                        "memory (Flink's hashmap) or pebble (Flink's rocksdb)",
+	"state.backend.incremental":                 "true (the default) or false: the memory backend's checkpoints write only what changed",
 	"table.local-time-zone":                     "session time zone for TIMESTAMP_LTZ, e.g. 'Europe/Berlin' (default UTC)",
 	"execution.runtime-mode":                    "streaming (the only mode clink has)",
 	"pipeline.name":                             "the job's name (accepted, not used yet)",
@@ -251,6 +254,12 @@ func (j *Job) set(st *ast.Set, compiler *expr.Compiler) error {
 		default:
 			return bad("want memory (hashmap) or pebble (rocksdb)")
 		}
+	case "state.backend.incremental", "state.backend.changelog.enabled":
+		b, err := strconv.ParseBool(strings.ToLower(v))
+		if err != nil {
+			return bad("want true or false")
+		}
+		o.StateIncremental = &b
 	case "table.local-time-zone":
 		loc, err := time.LoadLocation(v)
 		if err != nil {
@@ -312,6 +321,7 @@ func (j *Job) Run(ctx context.Context) error {
 		CheckpointMode:     o.CheckpointMode,
 		Restore:            o.Restore,
 		StateBackend:       o.StateBackend,
+		StateIncremental:   o.StateIncremental,
 		WatermarkInterval:  o.WatermarkInterval,
 		Logger:             o.Logger,
 		Metrics:            o.Metrics,

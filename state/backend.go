@@ -130,12 +130,20 @@ type MemoryBackend struct {
 	// restored holds sections of tables not registered yet, by name.
 	restored map[string][]restoredGroup
 	opened   bool
+	// incremental: tables record their changes; inc holds the chain of
+	// files of the incremental checkpoints (incremental.go). Both are set
+	// by NewMemoryBackendWith only.
+	incremental bool
+	inc         *incrState
 }
 
 type restoredGroup struct {
 	kg      int
 	entries int
 	data    []byte
+	// delim is the delimited form of data, when it was restored from the
+	// files of an incremental checkpoint (see changelog.go).
+	delim []byte
 }
 
 // NewMemoryBackend returns an empty memory backend.
@@ -145,6 +153,8 @@ func NewMemoryBackend() *MemoryBackend {
 
 // Name implements Backend.
 func (b *MemoryBackend) Name() string { return "memory" }
+
+func (b *MemoryBackend) memoryBackend() *MemoryBackend { return b }
 
 // Open implements Backend.
 func (b *MemoryBackend) Open(r KeyGroupRange, maxParallelism int) error {
@@ -180,12 +190,18 @@ func (b *MemoryBackend) Register(t Table) error {
 	return nil
 }
 
-// Restore implements Backend.
+// Restore implements Backend. With incremental checkpoints, the next
+// checkpoint after restoring key-group data writes the state whole.
 func (b *MemoryBackend) Restore(snaps [][]KeyGroupData) error {
 	for _, groups := range snaps {
 		for _, g := range groups {
 			if !b.rng.Contains(g.KeyGroup) {
 				continue
+			}
+			if b.inc != nil {
+				b.inc.mu.Lock()
+				b.inc.full = true
+				b.inc.mu.Unlock()
 			}
 			secs, err := parseSections(g.KeyGroup, g.Data)
 			if err != nil {
@@ -226,11 +242,18 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		}
 		return 0
 	})
+	if b.inc != nil {
+		return b.captureIncremental(c), nil
+	}
 	return c, nil
 }
 
-// Close implements Backend.
-func (b *MemoryBackend) Close() error { return nil }
+// Close implements Backend. It waits for a materialization of incremental
+// checkpoints to stop.
+func (b *MemoryBackend) Close() error {
+	b.closeIncremental()
+	return nil
+}
 
 type pendingTable struct {
 	name   string

@@ -82,6 +82,9 @@ type kgTable[K comparable, V any] struct {
 	shared bool
 	// slab is the slab slots was carved from (nil: none, see slab.go).
 	slab *slotSlab[K, V]
+	// changes holds the keys written or deleted since the last capture,
+	// for incremental checkpoints (see changelog.go); nil without them.
+	changes *kgChanges[K]
 }
 
 // The load factor at which a kgTable grows, and by how much. Most keys
@@ -127,6 +130,9 @@ type cowTable[K comparable, V any] struct {
 	// flat: K holds no pointers and == implies equal encodings (flatKey),
 	// so probing compares keys in their slots without tags.
 	flat bool
+	// changelog: the table records its changes per capture (incremental
+	// checkpoints, changelog.go).
+	changelog bool
 	// exact: == on K implies equal encodings (exactEqual), so a key found
 	// by == has the hash of the key looked up, and the lookup cache below
 	// may be used. Otherwise (floats: +0 == -0) a slot matches only if its
@@ -136,7 +142,8 @@ type cowTable[K comparable, V any] struct {
 	// current one.
 	slabbed bool
 	slab    *slotSlab[K, V]
-	// inPlace: entries carry no write time and no epoch, and == on keys
+	// inPlace: entries carry no write time and no epoch, writes need not be
+	// recorded for an incremental checkpoint (changelog), and == on keys
 	// is exact, so a found slot whose arrays no capture holds may be
 	// overwritten as it is (lastSlot).
 	inPlace bool
@@ -171,7 +178,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc), keyHash: keyHashOf[K](),
 		maxPar: b.maxParallelism, rng: b.rng, clone: clone, exact: exactEqual(reflect.TypeFor[K]()), flat: flatKey(reflect.TypeFor[K]()),
 		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start), slabbed: slabbed[K, V](),
-		ttl: cfg.ttl.Milliseconds(), now: cfg.now,
+		ttl: cfg.ttl.Milliseconds(), now: cfg.now, changelog: b.incremental,
 	}
 	if mp := uint64(b.maxParallelism); mp&(mp-1) == 0 {
 		t.kgMask = mp - 1
@@ -179,7 +186,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	if cfg.ttl > 0 && t.ttl == 0 {
 		t.ttl = 1
 	}
-	t.inPlace = t.exact && t.ttl == 0 && clone == nil
+	t.inPlace = t.exact && t.ttl == 0 && clone == nil && !t.changelog
 	t.fast = t.flat && t.keyHash == keyHash64 && t.kgMask != 0 && t.ttl == 0
 	if err := b.Register(t); err != nil {
 		return nil, err
@@ -382,6 +389,9 @@ func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
 		s.epochs = make([]uint64, c)
 	}
 	s.shared = false
+	if t.changelog {
+		t.growChanges(s, c)
+	}
 	for j := range old.slots {
 		if !old.isUsed(j) {
 			continue
@@ -403,6 +413,9 @@ func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
 		}
 		if s.epochs != nil {
 			s.epochs[i] = old.epochs[j]
+		}
+		if s.changes != nil {
+			s.changes.move(i, j, old.changes)
 		}
 	}
 }
@@ -435,11 +448,17 @@ func (t *cowTable[K, V]) touch(s *kgTable[K, V], i int) {
 	if s.epochs != nil {
 		s.epochs[i] = t.epoch
 	}
+	if s.changes != nil {
+		s.changes.record(i, s.slots[i].k)
+	}
 }
 
 // deleteAt removes the entry in slot i of s (which is writable), moving
 // back the entries after it that probing would otherwise no longer reach.
 func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
+	if s.changes != nil {
+		s.changes.recordDelete(i, s.slots[i].k)
+	}
 	c := len(s.slots)
 	for j := i; ; {
 		if j++; j == c {
@@ -462,10 +481,16 @@ func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 			if s.epochs != nil {
 				s.epochs[i] = s.epochs[j]
 			}
+			if s.changes != nil {
+				s.changes.shift(i, j)
+			}
 			i = j
 		}
 	}
 	s.used[i>>6] &^= 1 << (i & 63)
+	if s.changes != nil {
+		s.changes.clear(i)
+	}
 	s.slots[i] = kv[K, V]{}
 	s.n--
 	t.lastSlot = nil
@@ -625,6 +650,9 @@ func (t *cowTable[K, V]) Freeze() FrozenTable {
 	for i := range t.shards {
 		t.shards[i].shared = true
 		f.shards[i] = t.shards[i]
+		if c := t.shards[i].changes; c != nil {
+			f.shards[i].changes = c.take()
+		}
 	}
 	t.lastSlot = nil
 	t.epoch++

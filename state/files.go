@@ -1,5 +1,7 @@
 package state
 
+import "io"
+
 // SharedFiles is where file-based backends (Pebble) put the files of their
 // checkpoints: a file is stored once under its name and referenced by every
 // checkpoint that still needs it (incremental checkpoints). The runtime
@@ -46,4 +48,20 @@ type FileCaptured interface {
 // whose key groups overlap the backend's range.
 type FileRestorer interface {
 	RestoreFiles(snaps []*FileState, sf SharedFiles) error
+}
+
+// SharedWriter is implemented by SharedFiles that store a file from what a
+// function writes, so that a backend whose state is in memory (the memory
+// backend's incremental checkpoints) writes each file once, into shared
+// storage directly.
+type SharedWriter interface {
+	SharedFiles
+	// Write stores what write writes under name, durably, unless a file of
+	// that name is already there; like Put, it keeps the file from being
+	// collected until the checkpoint it is for completes or is discarded.
+	Write(name string, write func(w io.Writer) error) error
+	// WriteUnpinned is Write for a file that a later checkpoint will list
+	// (a background materialization): that checkpoint's Has pins it. Until
+	// then the file may be collected, and Has then reports false.
+	WriteUnpinned(name string, write func(w io.Writer) error) error
 }

@@ -7,12 +7,13 @@ import (
 	"slices"
 )
 
-// memoryOf returns the memory backend behind b, or the byte backend (one
+// memoryOf returns the memory backend behind b (also one embedded in
+// another type, as tests wrap it), or the byte backend (one
 // of the two is nil): the typed states keep their entries in a cowTable on
 // the memory backend and in a byte table on a BytesBackend.
 func memoryOf(b Backend, name string) (*MemoryBackend, BytesBackend, error) {
-	if m, ok := b.(*MemoryBackend); ok {
-		return m, nil, nil
+	if m, ok := b.(interface{ memoryBackend() *MemoryBackend }); ok {
+		return m.memoryBackend(), nil, nil
 	}
 	if bb, ok := b.(BytesBackend); ok {
 		return nil, bb, nil

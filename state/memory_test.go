@@ -821,9 +821,24 @@ func BenchmarkMemoryValueUpdateKeys(b *testing.B) {
 	}
 }
 
+// BenchmarkMemoryValueUpdateIncremental is BenchmarkMemoryValueUpdate
+// on a backend with incremental checkpoints (never captured): the cost of
+// the change list's check on every write.
+func BenchmarkMemoryValueUpdateIncremental(b *testing.B) {
+	benchValueUpdateOn(b, newIncremental(b, 0), shuffledKeys(1_000_000))
+}
+
 func benchValueUpdate[K comparable](b *testing.B, order []K) {
+	benchValueUpdateOn(b, state.NewMemoryBackend(), order)
+}
+
+// benchValueUpdateOn runs the update loop on be.
+func benchValueUpdateOn[K comparable](b *testing.B, be *state.MemoryBackend, order []K) {
 	const maxP = 128
-	be := openMemory(b, maxP)
+	if err := be.Open(state.KeyGroupRange{Start: 0, End: maxP}, maxP); err != nil {
+		b.Fatal(err)
+	}
+	defer be.Close()
 	v, err := state.NewValue(be, "v", state.CodecFor[K](), state.CodecFor[int64]())
 	if err != nil {
 		b.Fatal(err)

@@ -36,15 +36,29 @@ type CatOptions struct {
 	// snapshot: such a snapshot lists the backend's files in its operator
 	// state and holds no key groups. It returns the operator's key groups
 	// in the backend's own entry format and the number of key groups of
-	// the job, or ok false when op keeps no state in files. Cat then
-	// prints them as the operator's keyed state and hands them to
-	// DescribeKeyGroup and KeyLookup.Find marked as coming from files. An
-	// error is printed under the operator, and Cat fails after printing
+	// the job, or nil when op keeps no state in files. Cat then prints
+	// them as the operator's keyed state and hands them to
+	// DescribeKeyGroup and KeyLookup.Find marked as coming from files. A
+	// memory backend's incremental checkpoint is read the same way, but
+	// its key groups come back in the snapshot's own format
+	// (FileKeyed.SnapshotFormat) and are handed on as such. An error is
+	// printed under the operator, and Cat fails after printing
 	// everything.
-	FileKeyedState func(op *OperatorSnapshot, shared *Shared) (groups []KeyGroupState, maxParallelism int, ok bool, err error)
+	FileKeyedState func(op *OperatorSnapshot, shared *Shared) (*FileKeyed, error)
 	// Key, when set, makes the checkpoint view look up one key in the
 	// keyed state of every operator instead of printing each snapshot.
 	Key *KeyLookup
+}
+
+// FileKeyed is the keyed state CatOptions.FileKeyedState read from a
+// state backend's files.
+type FileKeyed struct {
+	Groups         []KeyGroupState
+	MaxParallelism int
+	// SnapshotFormat says that Groups are encoded as the key groups of a
+	// snapshot are (the memory backend's incremental checkpoints merge
+	// their files into that format), not in the backend's entry format.
+	SnapshotFormat bool
 }
 
 // KeyLookup is the lookup of one key by Cat.
@@ -246,7 +260,7 @@ func (s *Store) catKey(w io.Writer, ci *CheckpointInfo, opts CatOptions) error {
 		bad := false
 		for i := range snap.Operators {
 			op := &snap.Operators[i]
-			inFiles, err := s.expandFiles(op, snap.MaxParallelism, opts)
+			_, inFiles, err := s.expandFiles(op, snap.MaxParallelism, opts)
 			if err != nil {
 				bad = true
 				fmt.Fprintf(w, "error: %s: operator %s: %v\n", path, op.UID, err)
@@ -349,7 +363,7 @@ func (s *Store) catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) in
 	for i := range snap.Operators {
 		op := &snap.Operators[i]
 		fmt.Fprintf(w, "  operator %s\n", op.UID)
-		inFiles, err := s.expandFiles(op, snap.MaxParallelism, opts)
+		expanded, inFiles, err := s.expandFiles(op, snap.MaxParallelism, opts)
 		if err != nil {
 			bad++
 			fmt.Fprintf(w, "    keyed state:    error reading the state backend's files: %v\n", err)
@@ -372,7 +386,7 @@ func (s *Store) catSnapshot(w io.Writer, snap *TaskSnapshot, opts CatOptions) in
 			keyed += len(kg.Data)
 		}
 		where := ""
-		if inFiles {
+		if expanded {
 			where = " (in the state backend's files)"
 		}
 		if err == nil {
@@ -429,18 +443,19 @@ func catKeyGroups(w io.Writer, groups []KeyGroupState, describe func(kg, entries
 }
 
 // expandFiles puts the keyed state that op's backend keeps in files into
-// op.KeyGroups (CatOptions.FileKeyedState) and reports whether it did.
-func (s *Store) expandFiles(op *OperatorSnapshot, maxParallelism int, opts CatOptions) (bool, error) {
+// op.KeyGroups (CatOptions.FileKeyedState). It reports whether it did
+// (expanded) and whether they are in the backend's entry format (inFiles).
+func (s *Store) expandFiles(op *OperatorSnapshot, maxParallelism int, opts CatOptions) (expanded, inFiles bool, err error) {
 	if opts.FileKeyedState == nil || len(op.KeyGroups) > 0 {
-		return false, nil
+		return false, false, nil
 	}
-	groups, mp, ok, err := opts.FileKeyedState(op, s.Shared())
-	if err != nil || !ok {
-		return false, err
+	fk, err := opts.FileKeyedState(op, s.Shared())
+	if err != nil || fk == nil {
+		return false, false, err
 	}
-	if mp != maxParallelism {
-		return false, fmt.Errorf("its files hold %d key groups, the snapshot says %d", mp, maxParallelism)
+	if fk.MaxParallelism != maxParallelism {
+		return false, false, fmt.Errorf("its files hold %d key groups, the snapshot says %d", fk.MaxParallelism, maxParallelism)
 	}
-	op.KeyGroups = groups
-	return true, nil
+	op.KeyGroups = fk.Groups
+	return true, !fk.SnapshotFormat, nil
 }

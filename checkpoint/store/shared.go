@@ -1,13 +1,17 @@
 package store
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/clinkstream/clink/checkpoint"
 )
@@ -401,6 +405,74 @@ func (s *Store) collectShared(candidates map[string]bool, remaining []checkpoint
 	}
 	if removed > 0 {
 		s.log.Info("removed unreferenced shared files", "dir", sh.dir(), "files", removed)
+	}
+	return nil
+}
+
+// Write stores what write writes as shared/name durably, as Put does for a
+// local file, unless a file of that name is already there; it pins name
+// for sh's checkpoint. Backends that keep their state in memory write
+// their files with it, so that nothing is written twice.
+func (sh *Shared) Write(name string, write func(w io.Writer) error) error {
+	if sh.id != 0 {
+		if err := sh.pin(name, true); err != nil {
+			return fmt.Errorf("storing shared file %s: %w", name, err)
+		}
+		defer sh.putDone(name)
+	}
+	return sh.write(name, write)
+}
+
+// WriteUnpinned is Write for a file that no checkpoint in flight lists
+// yet (a state backend's background materialization): the file is held
+// while it is written, and pinned by the first checkpoint that calls Has
+// for it. Until then a retention may delete it as unreferenced, and Has
+// reports false; the backend then writes it again.
+func (sh *Shared) WriteUnpinned(name string, write func(w io.Writer) error) error {
+	m := &sh.s.shared
+	m.Lock()
+	m.held[name]++
+	m.Unlock()
+	defer func() {
+		m.Lock()
+		m.unhold(name)
+		m.Unlock()
+	}()
+	return sh.write(name, write)
+}
+
+func (sh *Shared) write(name string, write func(w io.Writer) error) error {
+	dst, err := sh.path(name)
+	if err != nil {
+		return err
+	}
+	if sh.exists(dst) {
+		return nil
+	}
+	if err := sh.ensureDir(); err != nil {
+		return err
+	}
+	tmp := sh.s.fs.PathJoin(sh.dir(), fmt.Sprintf("%s%s.%d%s", tempPrefix, name, sh.s.tempSeq.Add(1), tempSuffix))
+	create := func() (vfs.File, error) {
+		f, err := sh.s.fs.Create(tmp, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
+		}
+		bw := bufio.NewWriterSize(f, 1<<20)
+		if err := write(bw); err != nil {
+			return f, fmt.Errorf("writing %s: %w", tmp, err)
+		}
+		if err := bw.Flush(); err != nil {
+			return f, fmt.Errorf("writing %s: %w", tmp, pathCause(err))
+		}
+		return f, nil
+	}
+	dirErr, err := writeDurable(sh.s.fs, dst, tmp, create, FsyncEnabled())
+	if err != nil {
+		return fmt.Errorf("storing shared file %s: %w", name, err)
+	}
+	if dirErr != nil {
+		sh.s.log.Warn("syncing directory after storing a shared file", "file", dst, "err", dirErr)
 	}
 	return nil
 }

@@ -258,8 +258,9 @@ func mapKeyText(table string, key []byte) string {
 }
 
 // fileKeyedState is store.CatOptions.FileKeyedState: it reads the keyed
-// state a Pebble backend keeps in the checkpoint's files.
-func fileKeyedState(op *store.OperatorSnapshot, shared *store.Shared) ([]store.KeyGroupState, int, bool, error) {
+// state a Pebble backend keeps in the checkpoint's files, or merges the
+// chain of files of a memory backend's incremental checkpoint.
+func fileKeyedState(op *store.OperatorSnapshot, shared *store.Shared) (*store.FileKeyed, error) {
 	fs := &state.FileState{}
 	for _, n := range op.OperatorState {
 		switch {
@@ -270,17 +271,22 @@ func fileKeyedState(op *store.OperatorSnapshot, shared *store.Shared) ([]store.K
 		}
 	}
 	if len(fs.Named) == 0 {
-		return nil, 0, false, nil
+		return nil, nil
 	}
-	groups, maxPar, err := pebble.ReadCheckpoint(fs, shared, "")
+	groups, maxPar, chain, err := state.ReadChain(fs, shared)
 	if err != nil {
-		return nil, 0, false, err
+		return nil, err
+	}
+	if !chain {
+		if groups, maxPar, err = pebble.ReadCheckpoint(fs, shared, ""); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]store.KeyGroupState, len(groups))
 	for i, g := range groups {
 		out[i] = store.KeyGroupState{KeyGroup: g.KeyGroup, Entries: g.Entries, Data: g.Data}
 	}
-	return out, maxPar, true, nil
+	return &store.FileKeyed{Groups: out, MaxParallelism: maxPar, SnapshotFormat: chain}, nil
 }
 
 // article prefixes a noun with "a" or "an".

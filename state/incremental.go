@@ -1,0 +1,987 @@
+package state
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Incremental checkpoints of the memory backend, in the manner of Flink's
+// changelog state backend.
+//
+// A checkpoint persists the entries written or deleted since the previous
+// one (a delta file: each changed key with its value as of the capture, or
+// its deletion) and lists, in a manifest stored inline in the task
+// snapshot, the chain of files its state is made of: a full base, then the
+// deltas written since, in order. Files are shared files (SharedFiles): a
+// checkpoint lists every file of its chain, and retention deletes a file
+// once no remaining checkpoint lists it.
+//
+// Once the deltas since the base outgrow twice the base (and
+// MemoryOptions.MaterializeBytes), or the chain holds more than
+// maxChainFiles files, a goroutine of the backend writes a new base from
+// the frozen view of the capture just persisted, beside the checkpoints; the first checkpoint after it is done lists that base and
+// the deltas written after its capture, and the files before it are
+// collected when the last checkpoint listing them is.
+//
+// Restore merges, per key group and table, the last base that covers the
+// key group with the deltas after it, and then keeps the chain: the next
+// checkpoint only adds a delta, also after a rescale (each file of the
+// chain applies to the key groups its manifest entry names).
+
+// MemoryOptions configure a memory backend.
+type MemoryOptions struct {
+	// Incremental makes checkpoints write only what changed since the
+	// previous checkpoint (Flink's state.backend.incremental). It needs
+	// shared storage that implements SharedWriter (a checkpoint
+	// directory); Captured.Persist still returns the full state.
+	Incremental bool
+	// MaterializeBytes is the volume of deltas after which a new base is
+	// written, when it also exceeds twice the size of the base (default
+	// DefaultMaterializeBytes).
+	MaterializeBytes int64
+}
+
+// DefaultMaterializeBytes is the default of MemoryOptions.MaterializeBytes.
+const DefaultMaterializeBytes = 64 << 20
+
+// materializeRatio is how many times the size of the base the deltas
+// since it grow to before a new base is written: writing bases costs about
+// 1/materializeRatio of writing the deltas, and a restore reads at most
+// 1+materializeRatio times the state.
+const materializeRatio = 2
+
+// maxChainFiles bounds the files of a chain whose deltas are small: each
+// checkpoint lists them all, and a restore reads them all.
+const maxChainFiles = 300
+
+// Validate checks the options and fills in defaults.
+func (o *MemoryOptions) Validate() error {
+	if o.MaterializeBytes < 0 {
+		return fmt.Errorf("memory state backend: negative materialization volume %d", o.MaterializeBytes)
+	}
+	if o.MaterializeBytes == 0 {
+		o.MaterializeBytes = DefaultMaterializeBytes
+	}
+	return nil
+}
+
+// NewMemoryBackendWith returns an empty memory backend configured by o.
+func NewMemoryBackendWith(o MemoryOptions) (*MemoryBackend, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	b := NewMemoryBackend()
+	if o.Incremental {
+		var tok [6]byte
+		if _, err := rand.Read(tok[:]); err != nil {
+			return nil, fmt.Errorf("memory state backend: making a file token: %w", err)
+		}
+		b.incremental = true
+		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes}
+	}
+	return b, nil
+}
+
+// ChainManifestName is the name of the inline file (FileState.Named) in
+// which the memory backend lists the chain of an incremental checkpoint.
+const ChainManifestName = "memory.chain"
+
+// chainFile is one file of a chain.
+type chainFile struct {
+	name string
+	base bool
+	// applies holds the key groups the file's entries are read for: the
+	// range of the backend that wrote it, narrowed by rescaling.
+	applies KeyGroupRange
+	size    int64
+	// seq is the capture the file holds the state (base) or changes
+	// (delta) of; 0 for files of a restored chain.
+	seq uint64
+}
+
+// incrState is what a backend with incremental checkpoints keeps between
+// checkpoints. The task goroutine (Capture) and the snapshot worker
+// (PersistFiles) share it; the materialization goroutine reports to it.
+type incrState struct {
+	token            string
+	materializeBytes int64
+
+	// persistMu serialises PersistFiles calls; it is taken before mu.
+	persistMu sync.Mutex
+
+	mu sync.Mutex
+	// seq numbers captures.
+	seq uint64
+	// unpersisted holds the captures, in order, whose changes no file of
+	// the chain holds: the changes of one that was discarded or failed
+	// go into the next delta.
+	unpersisted []*incrCapture
+	chain       []chainFile
+	// lastSeq is the newest capture whose changes the chain holds.
+	lastSeq uint64
+	// baseBytes and deltaBytes total the chain's files.
+	baseBytes, deltaBytes int64
+	// full: the next checkpoint writes a base (restored from a full
+	// snapshot, or the chain was lost).
+	full bool
+	// matRunning: the materialization goroutine runs; matDone is the base
+	// it wrote, not yet listed; matErr is its failure, reported by the
+	// next checkpoint.
+	matRunning bool
+	matDone    *chainFile
+	matErr     error
+
+	closing atomic.Bool
+	wg      sync.WaitGroup
+}
+
+// incrCapture is the capture of a backend with incremental checkpoints.
+type incrCapture struct {
+	memoryCapture
+	b   *MemoryBackend
+	seq uint64
+	// delimited holds the delimited entries of the pending tables.
+	delimited [][]restoredGroup
+	// undelimited: a pending table was restored from a full snapshot, so
+	// its entries cannot be merged: the checkpoint is written whole.
+	undelimited bool
+}
+
+func (b *MemoryBackend) captureIncremental(c *memoryCapture) *incrCapture {
+	ic := &incrCapture{memoryCapture: *c, b: b}
+	for _, p := range c.pending {
+		var d []restoredGroup
+		for _, g := range p.groups {
+			if g.delim == nil {
+				ic.undelimited = true
+			}
+			d = append(d, restoredGroup{kg: g.kg, entries: g.entries, data: g.delim})
+		}
+		ic.delimited = append(ic.delimited, d)
+	}
+	inc := b.inc
+	inc.mu.Lock()
+	inc.seq++
+	ic.seq = inc.seq
+	inc.unpersisted = append(inc.unpersisted, ic)
+	inc.mu.Unlock()
+	return ic
+}
+
+// Persist returns the full state, as without incremental checkpoints. The
+// changes it covers are then in no file: the next checkpoint writes a base.
+func (c *incrCapture) Persist() ([]KeyGroupData, error) {
+	groups, err := c.memoryCapture.Persist()
+	if err != nil {
+		return nil, err
+	}
+	inc := c.b.inc
+	inc.mu.Lock()
+	if c.seq > inc.lastSeq {
+		inc.dropUnpersisted(c.seq)
+		inc.full = true
+	}
+	inc.mu.Unlock()
+	return groups, nil
+}
+
+// dropUnpersisted forgets the captures up to seq. The caller holds mu.
+func (inc *incrState) dropUnpersisted(seq uint64) {
+	i := 0
+	for i < len(inc.unpersisted) && inc.unpersisted[i].seq <= seq {
+		inc.unpersisted[i] = nil
+		i++
+	}
+	inc.unpersisted = inc.unpersisted[i:]
+}
+
+// PersistFiles implements FileCaptured: it writes the changes since the
+// previous checkpoint as a delta file (or a base, when the chain must
+// start again) and returns the manifest of the chain.
+func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
+	sw, ok := sf.(SharedWriter)
+	if !ok {
+		return nil, errors.New("the memory state backend's incremental checkpoints need shared storage it can write files to")
+	}
+	inc := c.b.inc
+	inc.persistMu.Lock()
+	defer inc.persistMu.Unlock()
+
+	inc.mu.Lock()
+	if err := inc.matErr; err != nil {
+		inc.matErr = nil
+		inc.mu.Unlock()
+		return nil, fmt.Errorf("materializing memory state: %w", err)
+	}
+	outOfOrder := c.seq <= inc.lastSeq
+	full := inc.full
+	var earlier []*incrCapture
+	for _, u := range inc.unpersisted {
+		if u.seq < c.seq {
+			earlier = append(earlier, u)
+		}
+	}
+	chain := slices.Clone(inc.chain)
+	baseBytes, deltaBytes := inc.baseBytes, inc.deltaBytes
+	newBase := inc.matDone
+	inc.mu.Unlock()
+
+	switch {
+	case c.undelimited:
+		// Written whole, inline; the next checkpoint does so again until
+		// the pending tables are registered.
+		groups, err := c.memoryCapture.Persist()
+		if err != nil {
+			return nil, err
+		}
+		inc.mu.Lock()
+		inc.dropUnpersisted(c.seq)
+		inc.full, inc.chain, inc.lastSeq = true, nil, max(inc.lastSeq, c.seq)
+		inc.mu.Unlock()
+		return &FileState{KeyGroups: groups}, nil
+	case outOfOrder:
+		// A newer capture was persisted first (only callers other than
+		// the runtime do that): its chain holds these changes with later
+		// values, so this checkpoint gets a base of its own.
+		f, err := c.writeFile(sw.Write, true, nil)
+		if err != nil {
+			return nil, err
+		}
+		return c.manifest([]chainFile{f}), nil
+	case full:
+		f, err := c.writeFile(sw.Write, true, nil)
+		if err != nil {
+			return nil, err
+		}
+		inc.mu.Lock()
+		inc.dropUnpersisted(c.seq)
+		inc.chain, inc.lastSeq, inc.full = []chainFile{f}, c.seq, false
+		inc.baseBytes, inc.deltaBytes = f.size, 0
+		inc.mu.Unlock()
+		return c.manifest([]chainFile{f}), nil
+	}
+
+	usedBase := false
+	if newBase != nil {
+		// Has pins the base for this checkpoint; false if a retention
+		// collected it before any checkpoint listed it.
+		if sw.Has(newBase.name) {
+			rest := []chainFile{*newBase}
+			deltaBytes = 0
+			for _, f := range chain {
+				if f.seq > newBase.seq {
+					rest = append(rest, f)
+					deltaBytes += f.size
+				}
+			}
+			chain, baseBytes = rest, newBase.size
+		}
+		usedBase = true
+	}
+	for _, f := range chain {
+		if !sw.Has(f.name) {
+			inc.mu.Lock()
+			inc.full = true
+			inc.mu.Unlock()
+			return nil, fmt.Errorf("writing memory state: shared file %s of the checkpoint chain is gone; the next checkpoint writes the state whole", f.name)
+		}
+	}
+	changed := c.hasChanges(earlier)
+	if changed {
+		f, err := c.writeFile(sw.Write, false, earlier)
+		if err != nil {
+			return nil, err
+		}
+		chain = append(chain, f)
+		deltaBytes += f.size
+	}
+
+	inc.mu.Lock()
+	if usedBase && inc.matDone == newBase {
+		inc.matDone = nil
+	}
+	inc.chain, inc.lastSeq = chain, c.seq
+	inc.baseBytes, inc.deltaBytes = baseBytes, deltaBytes
+	inc.dropUnpersisted(c.seq)
+	if !inc.matRunning && inc.matDone == nil && (deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles) && !inc.closing.Load() {
+		inc.matRunning = true
+		inc.wg.Add(1)
+		go c.materialize(sw)
+	}
+	inc.mu.Unlock()
+	return c.manifest(chain), nil
+}
+
+// materialize writes a base of c's frozen view, for a later checkpoint to
+// list. It runs on its own goroutine, which the backend's Close waits for.
+func (c *incrCapture) materialize(sw SharedWriter) {
+	inc := c.b.inc
+	defer inc.wg.Done()
+	f, err := c.writeFile(sw.WriteUnpinned, true, nil)
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	inc.matRunning = false
+	switch {
+	case inc.closing.Load():
+	case err != nil:
+		inc.matErr = err
+	default:
+		inc.matDone = &f
+	}
+}
+
+// Discard implements the runtime's discard of a capture that will not be
+// persisted: its changes go into the next delta, so there is nothing to
+// do.
+func (c *incrCapture) Discard() error { return nil }
+
+func (c *incrCapture) hasChanges(earlier []*incrCapture) bool {
+	for _, e := range append(earlier, c) {
+		for _, f := range e.frozen {
+			if ct, ok := f.(changeTable); ok && ct.hasChanges() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *incrCapture) manifest(chain []chainFile) *FileState {
+	fs := &FileState{Named: []NamedData{{Name: ChainManifestName, Data: appendManifest(nil, c.b.maxParallelism, c.rng, chain)}}}
+	for _, f := range chain {
+		if !slices.Contains(fs.Shared, f.name) {
+			fs.Shared = append(fs.Shared, f.name)
+		}
+	}
+	return fs
+}
+
+// errClosing stops a materialization when the backend closes.
+var errClosing = errors.New("the state backend is closing")
+
+// writeFile writes a base (every live entry of c) or a delta (the changes
+// of the earlier captures and c) through write and returns its chain
+// entry.
+func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error, base bool, earlier []*incrCapture) (chainFile, error) {
+	inc := c.b.inc
+	kind, suffix := byte(kindDelta), "delta"
+	if base {
+		kind, suffix = kindBase, "base"
+	}
+	f := chainFile{name: fmt.Sprintf("mem-%s-%d.%s", inc.token, c.seq, suffix), base: base, applies: c.rng, seq: c.seq}
+	// The frozen tables of the same table in the earlier captures.
+	var before [][]changeTable
+	if !base {
+		before = make([][]changeTable, len(c.frozen))
+		for i, name := range c.names {
+			for _, e := range earlier {
+				if j := slices.Index(e.names, name); j >= 0 {
+					if ct, ok := e.frozen[j].(changeTable); ok {
+						before[i] = append(before[i], ct)
+					}
+				}
+			}
+		}
+	}
+	err := write(f.name, func(w io.Writer) error {
+		fw := &fileWriter{w: w}
+		fw.write(append([]byte(fileMagic), kind))
+		var scratch, sec []byte
+		for kg := c.rng.Start; kg < c.rng.End && fw.err == nil; kg++ {
+			if base && inc.closing.Load() {
+				return errClosing
+			}
+			for i, fr := range c.frozen {
+				ct, ok := fr.(changeTable)
+				if !ok {
+					return fmt.Errorf("state %q does not record changes", c.names[i])
+				}
+				var n int
+				if base {
+					scratch, n = ct.appendDelimited(scratch[:0], kg)
+				} else {
+					scratch, n = ct.appendChanges(scratch[:0], kg, before[i])
+				}
+				if n > 0 {
+					sec = appendFileSection(sec[:0], kg, c.names[i], n, scratch)
+					fw.write(sec)
+				}
+			}
+			if base {
+				for i, p := range c.pending {
+					for _, g := range c.delimited[i] {
+						if g.kg == kg {
+							sec = appendFileSection(sec[:0], kg, p.name, g.entries, g.data)
+							fw.write(sec)
+						}
+					}
+				}
+			}
+		}
+		fw.write(binary.LittleEndian.AppendUint32(nil, fw.crc))
+		f.size = fw.n
+		return fw.err
+	})
+	if err != nil {
+		return chainFile{}, fmt.Errorf("writing memory state file %s: %w", f.name, err)
+	}
+	return f, nil
+}
+
+// fileWriter writes to w, keeping the first error, the CRC and the size.
+type fileWriter struct {
+	w   io.Writer
+	crc uint32
+	n   int64
+	err error
+}
+
+func (fw *fileWriter) write(p []byte) {
+	if fw.err != nil {
+		return
+	}
+	fw.crc = crc32.Update(fw.crc, castagnoli, p)
+	_, fw.err = fw.w.Write(p)
+	fw.n += int64(len(p))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// A chain file is
+//
+//	magic    "clink-mem1"
+//	kind     1 byte: 'B' base, 'D' delta
+//	sections one per key group and table that has entries:
+//	           uvarint key group, uvarint length + table name,
+//	           uvarint entries, uvarint length + delimited entries
+//	crc      4 bytes little endian, CRC-32C of everything before
+const (
+	fileMagic = "clink-mem1"
+	kindBase  = 'B'
+	kindDelta = 'D'
+)
+
+func appendFileSection(dst []byte, kg int, name string, entries int, data []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(kg))
+	return appendSection(dst, name, entries, data)
+}
+
+// fileSection is one section of a chain file.
+type fileSection struct {
+	kg      int
+	name    string
+	entries int
+	data    []byte
+}
+
+// parseChainFile checks a chain file and returns its kind and sections,
+// which point into data.
+func parseChainFile(name string, data []byte, maxParallelism int) (base bool, secs []fileSection, err error) {
+	if len(data) < len(fileMagic)+1+4 || string(data[:len(fileMagic)]) != fileMagic {
+		return false, nil, fmt.Errorf("memory state file %s: not a chain file", name)
+	}
+	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return false, nil, fmt.Errorf("memory state file %s: checksum mismatch (corrupt or cut short)", name)
+	}
+	switch body[len(fileMagic)] {
+	case kindBase:
+		base = true
+	case kindDelta:
+	default:
+		return false, nil, fmt.Errorf("memory state file %s: unknown kind %q", name, body[len(fileMagic)])
+	}
+	b := body[len(fileMagic)+1:]
+	for len(b) > 0 {
+		kg, n := binary.Uvarint(b)
+		if n <= 0 || kg >= uint64(maxParallelism) {
+			return false, nil, fmt.Errorf("memory state file %s: bad key group in a section (max parallelism %d)", name, maxParallelism)
+		}
+		b = b[n:]
+		// The rest of a section is as in key-group data: read one.
+		l, n := binary.Uvarint(b)
+		if n <= 0 || l > uint64(len(b)-n) {
+			return false, nil, fmt.Errorf("memory state file %s: key group %d: table name is truncated", name, kg)
+		}
+		end := n + int(l)
+		e, m := binary.Uvarint(b[end:])
+		if m <= 0 {
+			return false, nil, fmt.Errorf("memory state file %s: key group %d: bad entry count", name, kg)
+		}
+		end += m
+		dl, m := binary.Uvarint(b[end:])
+		if m <= 0 || dl > uint64(len(b)-end-m) {
+			return false, nil, fmt.Errorf("memory state file %s: key group %d: data is truncated", name, kg)
+		}
+		end += m
+		if e > dl {
+			return false, nil, fmt.Errorf("memory state file %s: key group %d: %d entries in %d bytes", name, kg, e, dl)
+		}
+		secs = append(secs, fileSection{kg: int(kg), name: string(b[n : n+int(l)]), entries: int(e), data: b[end : end+int(dl)]})
+		b = b[end+int(dl):]
+	}
+	return base, secs, nil
+}
+
+// The manifest (ChainManifestName) is
+//
+//	version  1 byte, 1
+//	uvarint  max parallelism, key-group range start, end
+//	uvarint  files, then per file: uvarint length + name, 1 byte kind
+//	         ('B' or 'D'), uvarint range start, end it applies to,
+//	         uvarint size
+const manifestVersion = 1
+
+func appendManifest(dst []byte, maxParallelism int, rng KeyGroupRange, chain []chainFile) []byte {
+	dst = append(dst, manifestVersion)
+	dst = binary.AppendUvarint(dst, uint64(maxParallelism))
+	dst = binary.AppendUvarint(dst, uint64(rng.Start))
+	dst = binary.AppendUvarint(dst, uint64(rng.End))
+	dst = binary.AppendUvarint(dst, uint64(len(chain)))
+	for _, f := range chain {
+		dst = binary.AppendUvarint(dst, uint64(len(f.name)))
+		dst = append(dst, f.name...)
+		if f.base {
+			dst = append(dst, kindBase)
+		} else {
+			dst = append(dst, kindDelta)
+		}
+		dst = binary.AppendUvarint(dst, uint64(f.applies.Start))
+		dst = binary.AppendUvarint(dst, uint64(f.applies.End))
+		dst = binary.AppendUvarint(dst, uint64(f.size))
+	}
+	return dst
+}
+
+// chainManifest is a decoded manifest.
+type chainManifest struct {
+	maxParallelism int
+	rng            KeyGroupRange
+	files          []chainFile
+}
+
+func parseManifest(b []byte) (*chainManifest, error) {
+	bad := func(what string) error { return fmt.Errorf("memory state manifest: %s", what) }
+	if len(b) == 0 || b[0] != manifestVersion {
+		return nil, bad("unknown version")
+	}
+	b = b[1:]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, false
+		}
+		b = b[n:]
+		return v, true
+	}
+	mp, ok1 := next()
+	start, ok2 := next()
+	end, ok3 := next()
+	if !ok1 || !ok2 || !ok3 || mp < 1 || mp > MaxMaxParallelism || start > end || end > mp {
+		return nil, bad("bad key-group range")
+	}
+	m := &chainManifest{maxParallelism: int(mp), rng: KeyGroupRange{Start: int(start), End: int(end)}}
+	count, ok := next()
+	if !ok || count > uint64(len(b)) {
+		return nil, bad("bad file count")
+	}
+	for range count {
+		l, ok := next()
+		if !ok || l == 0 || l > uint64(len(b)) {
+			return nil, bad("file name is truncated")
+		}
+		f := chainFile{name: string(b[:l])}
+		b = b[l:]
+		if len(b) == 0 || (b[0] != kindBase && b[0] != kindDelta) {
+			return nil, bad(fmt.Sprintf("file %s: bad kind", f.name))
+		}
+		f.base = b[0] == kindBase
+		b = b[1:]
+		s, ok1 := next()
+		e, ok2 := next()
+		size, ok3 := next()
+		if !ok1 || !ok2 || !ok3 || s > e || e > mp || size > 1<<62 {
+			return nil, bad(fmt.Sprintf("file %s: bad key-group range or size", f.name))
+		}
+		f.applies, f.size = KeyGroupRange{Start: int(s), End: int(e)}, int64(size)
+		m.files = append(m.files, f)
+	}
+	if len(b) != 0 {
+		return nil, bad(fmt.Sprintf("%d bytes after the file list", len(b)))
+	}
+	return m, nil
+}
+
+// manifestOf returns the chain manifest in fs, or nil if fs has none.
+func manifestOf(fs *FileState) (*chainManifest, error) {
+	for _, n := range fs.Named {
+		if n.Name == ChainManifestName {
+			return parseManifest(n.Data)
+		}
+	}
+	return nil, nil
+}
+
+// mergedTable is the merged state of one table in one key group.
+type mergedTable struct {
+	name      string
+	entries   int
+	data      []byte // key-group data encoding (FrozenTable.AppendGroup)
+	delimited []byte
+}
+
+// loadedFile is a read and parsed chain file.
+type loadedFile struct {
+	base bool
+	byKG map[int][]fileSection
+}
+
+// chainLoader reads the files of chains once each.
+type chainLoader struct {
+	sf             SharedFiles
+	maxParallelism int
+	files          map[string]*loadedFile
+}
+
+func (l *chainLoader) load(name string) (*loadedFile, error) {
+	if f := l.files[name]; f != nil {
+		return f, nil
+	}
+	p, err := l.sf.Path(name)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("reading memory state file: %w", err)
+	}
+	base, secs, err := parseChainFile(name, data, l.maxParallelism)
+	if err != nil {
+		return nil, err
+	}
+	f := &loadedFile{base: base, byKG: map[int][]fileSection{}}
+	for _, s := range secs {
+		f.byKG[s.kg] = append(f.byKG[s.kg], s)
+	}
+	if l.files == nil {
+		l.files = map[string]*loadedFile{}
+	}
+	l.files[name] = f
+	return f, nil
+}
+
+// mergeKeyGroup returns the state of key group kg under chain: the last
+// base that applies to it, then the deltas after it in order.
+func (l *chainLoader) mergeKeyGroup(chain []chainFile, kg int) ([]mergedTable, error) {
+	var files []*loadedFile
+	for _, cf := range chain {
+		if !cf.applies.Contains(kg) {
+			continue
+		}
+		f, err := l.load(cf.name)
+		if err != nil {
+			return nil, err
+		}
+		if f.base != cf.base {
+			return nil, fmt.Errorf("memory state file %s: the manifest and the file disagree on its kind", cf.name)
+		}
+		if f.base {
+			files = files[:0]
+		}
+		files = append(files, f)
+	}
+	var order []string
+	secs := map[string][]fileSection{}
+	for _, f := range files {
+		for _, s := range f.byKG[kg] {
+			if _, ok := secs[s.name]; !ok {
+				order = append(order, s.name)
+			}
+			secs[s.name] = append(secs[s.name], s)
+		}
+	}
+	var out []mergedTable
+	for _, name := range order {
+		ss := secs[name]
+		// A section that begins with a reset starts the table's entries
+		// of this key group anew.
+		for i := len(ss) - 1; i >= 0; i-- {
+			if s := ss[i]; s.entries > 0 && len(s.data) > 0 && s.data[0] == opReset {
+				s.entries, s.data = s.entries-1, s.data[1:]
+				ss = append([]fileSection{s}, ss[i+1:]...)
+				break
+			}
+		}
+		m, err := mergeSections(kg, name, ss)
+		if err != nil {
+			return nil, err
+		}
+		if m.entries > 0 {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// delimitedEntry is one decoded delimited entry; its slices point into the
+// file.
+type delimitedEntry struct {
+	del   bool
+	key   []byte
+	value []byte
+	w     int64
+	raw   []byte // the whole delimited entry
+}
+
+// nextEntry decodes the delimited entry at the front of b.
+func nextEntry(b []byte) (delimitedEntry, int, error) {
+	if len(b) == 0 {
+		return delimitedEntry{}, 0, ErrShortBuffer
+	}
+	var e delimitedEntry
+	switch b[0] {
+	case opDelete:
+		e.del = true
+	case opPut:
+	case opReset:
+		return e, 0, errors.New("a reset entry after the first")
+	default:
+		return e, 0, fmt.Errorf("unknown entry kind %d", b[0])
+	}
+	p := 1
+	field := func() ([]byte, error) {
+		l, n := binary.Uvarint(b[p:])
+		if n <= 0 || l > uint64(len(b)-p-n) {
+			return nil, ErrShortBuffer
+		}
+		p += n
+		f := b[p : p+int(l)]
+		p += int(l)
+		return f, nil
+	}
+	var err error
+	if e.key, err = field(); err != nil {
+		return e, 0, err
+	}
+	if !e.del {
+		if e.value, err = field(); err != nil {
+			return e, 0, err
+		}
+		w, n := binary.Varint(b[p:])
+		if n <= 0 {
+			return e, 0, ErrShortBuffer
+		}
+		e.w = w
+		p += n
+	}
+	e.raw = b[:p]
+	return e, p, nil
+}
+
+// eachEntry calls f for the entries of a section.
+func eachEntry(kg int, s fileSection, f func(delimitedEntry)) error {
+	b := s.data
+	for i := 0; i < s.entries; i++ {
+		e, n, err := nextEntry(b)
+		if err != nil {
+			return fmt.Errorf("key group %d, table %q, entry %d: %w", kg, s.name, i, err)
+		}
+		f(e)
+		b = b[n:]
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("key group %d, table %q: %d bytes left after %d entries", kg, s.name, len(b), s.entries)
+	}
+	return nil
+}
+
+// mergeSections merges the sections of one table and key group, oldest
+// first: a later entry of a key replaces an earlier one.
+func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error) {
+	m := mergedTable{name: name}
+	put := func(e delimitedEntry) {
+		m.data = append(m.data, e.key...)
+		m.data = append(m.data, e.value...)
+		m.data = binary.AppendVarint(m.data, e.w)
+		m.delimited = append(m.delimited, e.raw...)
+		m.entries++
+	}
+	if len(secs) == 1 {
+		// A delta first in its chain may delete keys the state never had.
+		err := eachEntry(kg, secs[0], func(e delimitedEntry) {
+			if !e.del {
+				put(e)
+			}
+		})
+		return m, err
+	}
+	// The last entry of each key in the sections after the first.
+	latest := map[string]int{}
+	var changes []delimitedEntry
+	for _, s := range secs[1:] {
+		err := eachEntry(kg, s, func(e delimitedEntry) {
+			if i, ok := latest[string(e.key)]; ok {
+				changes[i] = e
+				return
+			}
+			latest[string(e.key)] = len(changes)
+			changes = append(changes, e)
+		})
+		if err != nil {
+			return m, err
+		}
+	}
+	err := eachEntry(kg, secs[0], func(e delimitedEntry) {
+		if _, changed := latest[string(e.key)]; !changed && !e.del {
+			put(e)
+		}
+	})
+	if err != nil {
+		return m, err
+	}
+	for _, e := range changes {
+		if !e.del {
+			put(e)
+		}
+	}
+	return m, nil
+}
+
+// ReadChain returns the key-group data (as Persist returns it) of a
+// memory backend's incremental checkpoint, fs, whose files are in sf, and
+// the job's number of key groups; ok is false if fs is not such a
+// checkpoint. clink state-cat reads checkpoints with it.
+func ReadChain(fs *FileState, sf SharedFiles) (groups []KeyGroupData, maxParallelism int, ok bool, err error) {
+	m, err := manifestOf(fs)
+	if err != nil || m == nil {
+		return nil, 0, false, err
+	}
+	l := &chainLoader{sf: sf, maxParallelism: m.maxParallelism}
+	for kg := m.rng.Start; kg < m.rng.End; kg++ {
+		tables, err := l.mergeKeyGroup(m.files, kg)
+		if err != nil {
+			return nil, 0, true, err
+		}
+		if g, ok := mergedKeyGroup(kg, tables); ok {
+			groups = append(groups, g)
+		}
+	}
+	return groups, m.maxParallelism, true, nil
+}
+
+// mergedKeyGroup encodes merged tables as key-group data.
+func mergedKeyGroup(kg int, tables []mergedTable) (KeyGroupData, bool) {
+	g := KeyGroupData{KeyGroup: kg}
+	for _, t := range tables {
+		g.Data = appendSection(g.Data, t.name, t.entries, t.data)
+		g.Entries += t.entries
+	}
+	return g, g.Entries > 0
+}
+
+// RestoreFiles implements FileRestorer: it restores the key groups in the
+// backend's range from the snapshots of old subtasks, each either an
+// incremental checkpoint (a chain manifest) or key-group data. With
+// incremental checkpoints on, the restored chains become the backend's, so
+// that the next checkpoint writes only a delta.
+func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
+	var inline [][]KeyGroupData
+	var chain []chainFile
+	l := &chainLoader{sf: sf, maxParallelism: b.maxParallelism}
+	for _, fs := range snaps {
+		m, err := manifestOf(fs)
+		if err != nil {
+			return fmt.Errorf("restoring memory state: %w", err)
+		}
+		if m == nil {
+			if len(fs.Named) > 0 {
+				return errors.New("restoring memory state: the snapshot holds files of another state backend")
+			}
+			inline = append(inline, fs.KeyGroups)
+			continue
+		}
+		if m.maxParallelism != b.maxParallelism {
+			return fmt.Errorf("restoring memory state: the checkpoint has %d key groups, the job %d (the max parallelism changed)", m.maxParallelism, b.maxParallelism)
+		}
+		rng := intersect(m.rng, b.rng)
+		for _, f := range m.files {
+			f.applies = intersect(f.applies, rng)
+			if f.applies.Start < f.applies.End {
+				chain = append(chain, f)
+			}
+		}
+		for kg := rng.Start; kg < rng.End; kg++ {
+			tables, err := l.mergeKeyGroup(m.files, kg)
+			if err != nil {
+				return fmt.Errorf("restoring memory state: %w", err)
+			}
+			if err := b.restoreMerged(kg, tables); err != nil {
+				return err
+			}
+		}
+	}
+	if err := b.Restore(inline); err != nil {
+		return err
+	}
+	if b.inc != nil {
+		inc := b.inc
+		inc.mu.Lock()
+		defer inc.mu.Unlock()
+		if len(inline) > 0 {
+			inc.full = true
+			return nil
+		}
+		inc.chain = chain
+		inc.baseBytes, inc.deltaBytes = 0, 0
+		for _, f := range chain {
+			if f.base {
+				inc.baseBytes += f.size
+			} else {
+				inc.deltaBytes += f.size
+			}
+		}
+	}
+	return nil
+}
+
+func intersect(a, b KeyGroupRange) KeyGroupRange {
+	r := KeyGroupRange{Start: max(a.Start, b.Start), End: min(a.End, b.End)}
+	if r.End < r.Start {
+		r.End = r.Start
+	}
+	return r
+}
+
+// restoreMerged loads merged tables of key group kg into the registered
+// tables, or keeps them (with their delimited form) for tables registered
+// later.
+func (b *MemoryBackend) restoreMerged(kg int, tables []mergedTable) error {
+	for _, m := range tables {
+		if t := b.byName[m.name]; t != nil {
+			if err := t.RestoreGroup(kg, m.entries, m.data); err != nil {
+				return fmt.Errorf("restoring state %q: %w", m.name, err)
+			}
+			continue
+		}
+		b.restored[m.name] = append(b.restored[m.name], restoredGroup{kg: kg, entries: m.entries, data: m.data, delim: m.delimited})
+	}
+	return nil
+}
+
+// closeIncremental stops a materialization and waits for it.
+func (b *MemoryBackend) closeIncremental() {
+	if b.inc == nil {
+		return
+	}
+	b.inc.closing.Store(true)
+	b.inc.wg.Wait()
+}

@@ -1,0 +1,564 @@
+package state_test
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/statetest"
+)
+
+// dirShared is a SharedWriter over a directory: the shared-file area of
+// one test, without retention.
+type dirShared struct {
+	dir    string
+	mu     sync.Mutex
+	writes int
+}
+
+func (d *dirShared) Put(name, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return d.Write(name, func(w io.Writer) error { _, err := w.Write(data); return err })
+}
+
+func (d *dirShared) Has(name string) bool {
+	_, err := os.Stat(filepath.Join(d.dir, name))
+	return err == nil
+}
+
+func (d *dirShared) Path(name string) (string, error) {
+	p := filepath.Join(d.dir, name)
+	if _, err := os.Stat(p); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+func (d *dirShared) Write(name string, write func(io.Writer) error) error {
+	p := filepath.Join(d.dir, name)
+	if _, err := os.Stat(p); err == nil {
+		return nil
+	}
+	f, err := os.CreateTemp(d.dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.writes++
+	d.mu.Unlock()
+	return os.Rename(f.Name(), p)
+}
+
+func (d *dirShared) WriteUnpinned(name string, write func(io.Writer) error) error {
+	return d.Write(name, write)
+}
+
+// files lists the shared files (not the temp files).
+func (d *dirShared) files(t *testing.T) []string {
+	t.Helper()
+	es, err := os.ReadDir(d.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range es {
+		if !strings.HasPrefix(e.Name(), ".") {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// filesBackend runs the conformance suite through incremental
+// checkpoints: Persist writes the capture's delta (or base) files and
+// returns the key groups read back from its chain.
+type filesBackend struct {
+	*state.MemoryBackend
+	sf *dirShared
+}
+
+func (f filesBackend) Capture() (state.Captured, error) {
+	c, err := f.MemoryBackend.Capture()
+	if err != nil {
+		return nil, err
+	}
+	fc, ok := c.(state.FileCaptured)
+	if !ok {
+		return nil, fmt.Errorf("capture %T does not write files", c)
+	}
+	return filesCapture{fc: fc, sf: f.sf}, nil
+}
+
+type filesCapture struct {
+	fc state.FileCaptured
+	sf *dirShared
+}
+
+func (c filesCapture) Persist() ([]state.KeyGroupData, error) {
+	fs, err := c.fc.PersistFiles(c.sf)
+	if err != nil {
+		return nil, err
+	}
+	groups, _, ok, err := state.ReadChain(fs, c.sf)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return fs.KeyGroups, nil
+	}
+	return groups, nil
+}
+
+func newIncremental(t fataler, materialize int64) *state.MemoryBackend {
+	t.Helper()
+	b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: materialize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestMemoryIncrementalConformance runs the conformance suite with
+// incremental checkpoints: every capture is persisted as files of a chain
+// (materializing a new base after a few hundred bytes of deltas) and read
+// back from them.
+func TestMemoryIncrementalConformance(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	statetest.Run(t, func() state.Backend { return filesBackend{newIncremental(t, 256), sf} })
+}
+
+// incModel is what the states of incFixture should hold.
+type incModel struct {
+	value map[string]int64
+	list  map[int64][]string
+	mp    map[string]map[string]int64
+}
+
+type incFixture struct {
+	b     *state.MemoryBackend
+	value *state.ValueState[string, int64]
+	list  *state.ListState[int64, string]
+	mp    *state.MapState[string, string, int64]
+}
+
+const incMaxP = 32
+
+func openIncFixture(t *testing.T, rng state.KeyGroupRange, clock func() int64, materialize int64) *incFixture {
+	t.Helper()
+	b := newIncremental(t, materialize)
+	if err := b.Open(rng, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	return &incFixture{b: b}
+}
+
+func (f *incFixture) register(t *testing.T, clock func() int64) {
+	t.Helper()
+	var err error
+	if f.value, err = state.NewValue(f.b, "value", state.CodecFor[string](), state.CodecFor[int64](),
+		state.WithTTL(100*time.Millisecond), state.WithClock(clock)); err != nil {
+		t.Fatal(err)
+	}
+	if f.list, err = state.NewList(f.b, "list", state.CodecFor[int64](), state.CodecFor[string]()); err != nil {
+		t.Fatal(err)
+	}
+	if f.mp, err = state.NewMap[string, string, int64](f.b, "map", state.CodecFor[string]()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// read returns the contents of the fixture's states for keys in rng.
+func (f *incFixture) read(rng state.KeyGroupRange) incModel {
+	m := incModel{value: map[string]int64{}, list: map[int64][]string{}, mp: map[string]map[string]int64{}}
+	f.value.Range(func(k string, v int64) bool { m.value[k] = v; return true })
+	for k := range int64(incKeys) {
+		if rng.Contains(keyGroupOf(k, incMaxP)) {
+			if l := f.list.Get(k); len(l) > 0 {
+				m.list[k] = slices.Clone(l)
+			}
+		}
+		mk := fmt.Sprint("m", k)
+		if rng.Contains(keyGroupOf(mk, incMaxP)) {
+			f.mp.Range(mk, func(uk string, uv int64) bool {
+				if m.mp[mk] == nil {
+					m.mp[mk] = map[string]int64{}
+				}
+				m.mp[mk][uk] = uv
+				return true
+			})
+		}
+	}
+	return m
+}
+
+func (m incModel) only(rng state.KeyGroupRange) incModel {
+	out := incModel{value: map[string]int64{}, list: map[int64][]string{}, mp: map[string]map[string]int64{}}
+	for k, v := range m.value {
+		if rng.Contains(keyGroupOf(k, incMaxP)) {
+			out.value[k] = v
+		}
+	}
+	for k, v := range m.list {
+		if rng.Contains(keyGroupOf(k, incMaxP)) {
+			out.list[k] = v
+		}
+	}
+	for k, v := range m.mp {
+		if rng.Contains(keyGroupOf(k, incMaxP)) {
+			out.mp[k] = v
+		}
+	}
+	return out
+}
+
+func (m incModel) String() string {
+	var lines []string
+	for k, v := range m.value {
+		lines = append(lines, fmt.Sprintf("value %s=%d", k, v))
+	}
+	for k, v := range m.list {
+		lines = append(lines, fmt.Sprintf("list %d=%v", k, v))
+	}
+	for k, v := range m.mp {
+		lines = append(lines, fmt.Sprintf("map %s=%v", k, v))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+const incKeys = 200
+
+// mutate makes random writes, overwrites and deletes, and lets some values
+// expire, on the fixture and in the model the same way.
+func (f *incFixture) mutate(rnd *rand.Rand, now int64, written map[string]int64, m incModel, n int) {
+	for range n {
+		k := rnd.Int64N(incKeys)
+		switch rnd.IntN(7) {
+		case 0, 1:
+			vk := fmt.Sprint("v", k)
+			f.value.Put(vk, k*1000+int64(rnd.IntN(1000)))
+			v, _ := f.value.Get(vk)
+			m.value[vk], written[vk] = v, now
+		case 2:
+			vk := fmt.Sprint("v", k)
+			f.value.Delete(vk)
+			delete(m.value, vk)
+			delete(written, vk)
+		case 3:
+			s := fmt.Sprint(rnd.IntN(100))
+			f.list.Add(k, s)
+			m.list[k] = append(m.list[k], s)
+		case 4:
+			f.list.Clear(k)
+			delete(m.list, k)
+		case 5:
+			mk, uk := fmt.Sprint("m", k), fmt.Sprint("u", rnd.IntN(4))
+			f.mp.Put(mk, uk, k)
+			if m.mp[mk] == nil {
+				m.mp[mk] = map[string]int64{}
+			}
+			m.mp[mk][uk] = k
+		case 6:
+			mk, uk := fmt.Sprint("m", k), fmt.Sprint("u", rnd.IntN(4))
+			f.mp.Remove(mk, uk)
+			if mm := m.mp[mk]; mm != nil {
+				delete(mm, uk)
+				if len(mm) == 0 {
+					delete(m.mp, mk)
+				}
+			}
+		}
+	}
+}
+
+// expire drops from the model the values written ttl or more before now.
+func expire(m incModel, written map[string]int64, now int64) {
+	for k, w := range written {
+		if now-w >= 100 {
+			delete(m.value, k)
+			delete(written, k)
+		}
+	}
+}
+
+func persistFiles(t *testing.T, b state.Backend, sf state.SharedFiles) *state.FileState {
+	t.Helper()
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := c.(state.FileCaptured).PersistFiles(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
+// TestMemoryIncrementalRestoresEveryCheckpoint checkpoints a backend many
+// times with writes, overwrites, deletes and TTL expiry in between, with
+// new bases materialized along the way, and restores every checkpoint into
+// a new backend, which must hold what the model says; the restored
+// backend's own checkpoints (deltas on the restored chain) restore too.
+func TestMemoryIncrementalRestoresEveryCheckpoint(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	var now int64 = 1_700_000_000_000
+	clock := func() int64 { return now }
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	f := openIncFixture(t, full, clock, 2048)
+	defer f.b.Close()
+	f.register(t, clock)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	m := incModel{value: map[string]int64{}, list: map[int64][]string{}, mp: map[string]map[string]int64{}}
+	written := map[string]int64{}
+	bases := map[string]bool{}
+	for round := range 60 {
+		f.mutate(rnd, now, written, m, 150)
+		now += int64(rnd.IntN(40))
+		expire(m, written, now)
+		fs := persistFiles(t, f.b, sf)
+		for _, n := range fs.Shared {
+			if strings.HasSuffix(n, ".base") {
+				bases[n] = true
+			}
+		}
+		r := openIncFixture(t, full, clock, 2048)
+		if err := r.b.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+			t.Fatalf("round %d: RestoreFiles: %v", round, err)
+		}
+		r.register(t, clock)
+		if got, want := r.read(full).String(), m.String(); got != want {
+			t.Fatalf("round %d: restored state differs\ngot:\n%s\nwant:\n%s", round, got, want)
+		}
+		if round%10 == 9 {
+			// Continue the restored chain: a delta on top of it restores.
+			r2m := incModel{value: cloneMap(m.value), list: map[int64][]string{}, mp: map[string]map[string]int64{}}
+			for k, v := range m.list {
+				r2m.list[k] = slices.Clone(v)
+			}
+			for k, v := range m.mp {
+				r2m.mp[k] = cloneMap(v)
+			}
+			w2 := cloneMap(written)
+			r.mutate(rnd, now, w2, r2m, 50)
+			fs2 := persistFiles(t, r.b, sf)
+			r3 := openIncFixture(t, full, clock, 2048)
+			if err := r3.b.RestoreFiles([]*state.FileState{fs2}, sf); err != nil {
+				t.Fatal(err)
+			}
+			r3.register(t, clock)
+			if got, want := r3.read(full).String(), r2m.String(); got != want {
+				t.Fatalf("round %d: restore of the restored chain differs\ngot:\n%s\nwant:\n%s", round, got, want)
+			}
+			r3.b.Close()
+		}
+		r.b.Close()
+	}
+	if len(bases) < 2 {
+		t.Fatalf("%d bases were materialized over 60 checkpoints, want at least 2", len(bases))
+	}
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// syncFixture writes to f what makes its states in rng hold want:
+// deletes, overwrites and new entries.
+func syncFixture(f *incFixture, want incModel, rng state.KeyGroupRange) {
+	cur := f.read(rng)
+	for k := range cur.value {
+		if _, ok := want.value[k]; !ok {
+			f.value.Delete(k)
+		}
+	}
+	for k, v := range want.value {
+		if old, ok := cur.value[k]; !ok || old != v {
+			f.value.Put(k, v)
+		}
+	}
+	for k := range cur.list {
+		if _, ok := want.list[k]; !ok {
+			f.list.Clear(k)
+		}
+	}
+	for k, v := range want.list {
+		if !slices.Equal(cur.list[k], v) {
+			f.list.Update(k, v)
+		}
+	}
+	for k := range cur.mp {
+		if _, ok := want.mp[k]; !ok {
+			f.mp.Clear(k)
+		}
+	}
+	for k, v := range want.mp {
+		if fmt.Sprint(cur.mp[k]) != fmt.Sprint(v) {
+			f.mp.Clear(k)
+			for uk, uv := range v {
+				f.mp.Put(k, uk, uv)
+			}
+		}
+	}
+}
+
+// TestMemoryIncrementalRescale checkpoints two subtasks incrementally
+// (each restored from the chain of one earlier subtask, so that their
+// chains share its files), restores their chains at parallelism 3 and 1,
+// checkpoints the restored backends again (deltas on the rescaled chains)
+// and restores those.
+func TestMemoryIncrementalRescale(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	now := int64(1_700_000_000_000)
+	clock := func() int64 { return now }
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	m := incModel{value: map[string]int64{}, list: map[int64][]string{}, mp: map[string]map[string]int64{}}
+	written := map[string]int64{}
+	src := openIncFixture(t, full, clock, 1<<20)
+	src.register(t, clock)
+	defer src.b.Close()
+	var first *state.FileState
+	for range 5 {
+		src.mutate(rnd, now, written, m, 200)
+		first = persistFiles(t, src.b, sf)
+	}
+	// The two old subtasks start from src's chain and go on alone.
+	var olds []*incFixture
+	snaps := make([]*state.FileState, 2)
+	for i := range 2 {
+		o := openIncFixture(t, state.RangeForSubtask(i, incMaxP, 2), clock, 1500)
+		if err := o.b.RestoreFiles([]*state.FileState{first}, sf); err != nil {
+			t.Fatal(err)
+		}
+		o.register(t, clock)
+		defer o.b.Close()
+		olds = append(olds, o)
+	}
+	for range 8 {
+		src.mutate(rnd, now, written, m, 200)
+		for i, o := range olds {
+			rng := state.RangeForSubtask(i, incMaxP, 2)
+			syncFixture(o, m.only(rng), rng)
+			snaps[i] = persistFiles(t, o.b, sf)
+		}
+	}
+	for _, p := range []int{3, 1} {
+		for i := range p {
+			rng := state.RangeForSubtask(i, incMaxP, p)
+			r := openIncFixture(t, rng, clock, 1500)
+			if err := r.b.RestoreFiles(snaps, sf); err != nil {
+				t.Fatal(err)
+			}
+			r.register(t, clock)
+			want := m.only(rng)
+			if got := r.read(rng).String(); got != want.String() {
+				t.Fatalf("parallelism %d, subtask %d: restored state differs\ngot:\n%s\nwant:\n%s", p, i, got, want)
+			}
+			// A delta on the rescaled chain restores too.
+			for k := range incKeys {
+				if vk := fmt.Sprint("v", k); rng.Contains(keyGroupOf(vk, incMaxP)) {
+					r.value.Put(vk, -1)
+					want.value[vk] = -1
+					break
+				}
+			}
+			fs := persistFiles(t, r.b, sf)
+			r2 := openIncFixture(t, rng, clock, 1500)
+			if err := r2.b.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+				t.Fatal(err)
+			}
+			r2.register(t, clock)
+			if got := r2.read(rng).String(); got != want.String() {
+				t.Fatalf("parallelism %d, subtask %d: checkpoint after rescale differs\ngot:\n%s\nwant:\n%s", p, i, got, want)
+			}
+			r.b.Close()
+			r2.b.Close()
+		}
+	}
+}
+
+// TestMemoryIncrementalDiscardedCapture leaves captures unpersisted (an
+// aborted checkpoint's, a failed write's) and persists a later one: its
+// delta must hold their changes too, the later values winning.
+func TestMemoryIncrementalDiscardedCapture(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	clock := func() int64 { return 1 }
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	f := openIncFixture(t, full, clock, 1<<20)
+	defer f.b.Close()
+	f.register(t, clock)
+	for k := range incKeys {
+		f.value.Put(fmt.Sprint("v", k), int64(k))
+	}
+	persistFiles(t, f.b, sf)
+	want := f.read(full)
+
+	// Changed before a capture that is discarded...
+	f.value.Put("v1", 100)
+	f.value.Delete("v2")
+	want.value["v1"] = 100
+	delete(want.value, "v2")
+	c, err := f.b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.(interface{ Discard() error }); ok {
+		if err := d.Discard(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// ... and before one whose write fails.
+	f.value.Put("v3", 300)
+	want.value["v3"] = 300
+	c, err = f.b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.(state.FileCaptured).PersistFiles(failingShared{sf}); err == nil {
+		t.Fatal("PersistFiles into failing storage succeeded")
+	}
+	f.value.Put("v1", 101)
+	want.value["v1"] = 101
+	fs := persistFiles(t, f.b, sf)
+
+	r := openIncFixture(t, full, clock, 1<<20)
+	defer r.b.Close()
+	if err := r.b.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	r.register(t, clock)
+	if got := r.read(full).String(); got != want.String() {
+		t.Fatalf("restored state differs\ngot:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// failingShared fails every write.
+type failingShared struct{ *dirShared }
+
+func (f failingShared) Write(name string, write func(io.Writer) error) error {
+	return fmt.Errorf("writing %s: disk full", name)
+}
