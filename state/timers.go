@@ -345,8 +345,13 @@ type timerBucket[K comparable] struct {
 	next int
 }
 
-// maxFreeBuckets bounds the emptied buckets kept for reuse.
-const maxFreeBuckets = 8
+// maxFreeBuckets bounds the emptied buckets kept for reuse, and
+// maxFreeKeys the room of one (a bucket that held the timers of a million
+// keys is let go, not kept for the next).
+const (
+	maxFreeBuckets = 8
+	maxFreeKeys    = 1 << 14
+)
 
 func (q *timerQueue[K]) push(k K, ts int64) {
 	q.n++
@@ -380,7 +385,7 @@ func (q *timerQueue[K]) drop(ts int64, b *timerBucket[K]) {
 	}
 	clear(b.keys) // let go of the keys
 	b.keys, b.next = b.keys[:0], 0
-	if len(q.free) < maxFreeBuckets {
+	if len(q.free) < maxFreeBuckets && cap(b.keys) <= maxFreeKeys {
 		q.free = append(q.free, b)
 	}
 }
