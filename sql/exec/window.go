@@ -262,15 +262,9 @@ func (b *builder) windowAggregate(n *planner.WindowAggregate) (clink.Stream[type
 		if res.Value.Err != "" {
 			return fmt.Errorf("%s", res.Value.Err)
 		}
-		vals := make([]types.Value, 0, len(keys)+len(res.Value.Vals)+3)
-		src := []byte(res.Key)
-		for range keys {
-			v, m, err := types.DecodeValue(src)
-			if err != nil {
-				return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
-			}
-			vals = append(vals, v)
-			src = src[m:]
+		vals, err := appendKey(make([]types.Value, 0, len(keys)+len(res.Value.Vals)+3), res.Key, len(keys))
+		if err != nil {
+			return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 		}
 		vals = append(vals, res.Value.Vals...)
 		vals = append(vals, windowValues(res.Window, rowtime)...)

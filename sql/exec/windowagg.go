@@ -353,11 +353,12 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	}), nil
 }
 
-// appendKey appends the n values of an encoded group key to dst.
+// appendKey appends the n values of an encoded group key to dst (they
+// share k's bytes: no copy per fired window).
 func appendKey(dst []types.Value, k string, n int) ([]types.Value, error) {
-	src := []byte(k)
+	src := k
 	for range n {
-		v, m, err := types.DecodeValue(src)
+		v, m, err := types.DecodeKeyValue(src)
 		if err != nil {
 			return nil, err
 		}

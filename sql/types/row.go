@@ -419,3 +419,12 @@ func DecodeValue(src []byte) (Value, int, error) {
 	v, err := d.value(0)
 	return v, d.off, err
 }
+
+// DecodeKeyValue decodes one value from the front of a key built with
+// AppendKey and held as a string, as DecodeValue does but without copying
+// it: strings in the value share key.
+func DecodeKeyValue(key string) (Value, int, error) {
+	d := decoder{src: key}
+	v, err := d.value(0)
+	return v, d.off, err
+}
