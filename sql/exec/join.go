@@ -3,6 +3,7 @@ package exec
 import (
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/clinkstream/clink"
@@ -75,31 +76,28 @@ func nullKey(keys []planner.JoinKey, left bool, r types.Row) bool {
 	return false
 }
 
-// joinRow is a row of one side of a regular join with its multiplicity.
-type joinRow struct {
-	Row   types.Row
-	Count int64
-	// Assoc counts the other side's rows this one joins with (with their
-	// multiplicities); kept for a side whose unmatched rows are padded.
-	Assoc int64
-}
-
-// joinState is one join key's rows of both sides. Its lists are never
-// changed within their length, since the state backend may hold them in
-// a checkpoint: a change copies the list, a new row is appended past its
-// end.
-type joinState struct {
-	Left, Right []joinRow
-}
-
 // regularJoin is the logic of a Join node, Flink's StreamingJoinOperator
-// without state TTL.
+// without state TTL. A key's rows of both sides are one joinRows value.
 type regularJoin struct {
 	n      *planner.Join
 	uid    string
 	nl, nr int
 	// nullsL and nullsR pad a row of the other side.
 	nullsL, nullsR []types.Value
+	// scratch holds *joinScratch: the function runs in every subtask.
+	scratch sync.Pool
+}
+
+// joinScratch is the buffers one call of regularJoin.process reuses.
+type joinScratch struct {
+	// pair is a joined row (left columns, then right) on which the
+	// condition is evaluated.
+	pair []types.Value
+	// enc is the encoding of the row being processed.
+	enc []byte
+	// matched are the offsets of the other side's records that the row
+	// joins with.
+	matched []int
 }
 
 func nullsOf(fs []types.Field) []types.Value {
@@ -122,140 +120,246 @@ func (j *regularJoin) matches(l, r []types.Value) (bool, error) {
 		return true, nil
 	}
 	row := j.joined(changelog.Insert, l, r)
-	v, err := j.n.Condition.Eval(row.Values)
+	return j.holds(row.Values)
+}
+
+// holds reports whether the condition holds for a joined row.
+func (j *regularJoin) holds(pair []types.Value) (bool, error) {
+	v, err := j.n.Condition.Eval(pair)
 	if err != nil {
-		return false, fmt.Errorf("operator %s: evaluating %s on %s: %w", j.uid, j.n.Text, row, err)
+		return false, fmt.Errorf("operator %s: evaluating %s on %s: %w", j.uid, j.n.Text, types.RowString(pair), err)
 	}
 	return !v.IsNull() && v.Bool(), nil
+}
+
+// stateError names the operator and key of a join state that does not
+// decode.
+func (j *regularJoin) stateError(key string, err error) error {
+	return fmt.Errorf("operator %s: reading the rows of join key %x: %w", j.uid, key, err)
+}
+
+// pairOf returns a joined row of r (of the left side or not) and the
+// other side's stored row, decoded with its own copy of the bytes.
+func (j *regularJoin) pairOf(kind changelog.RowKind, r []types.Value, left bool, other []byte) (types.Row, error) {
+	vals := make([]types.Value, j.nl+j.nr)
+	var err error
+	if left {
+		copy(vals, r)
+		err = copyJoinRow(vals[j.nl:], other)
+	} else {
+		copy(vals[j.nl:], r)
+		err = copyJoinRow(vals[:j.nl], other)
+	}
+	return types.Row{Kind: kind, Values: vals}, err
+}
+
+// padded returns a stored row of one side padded with NULLs for the other.
+func (j *regularJoin) padded(kind changelog.RowKind, left bool, row []byte) (types.Row, error) {
+	vals := make([]types.Value, j.nl+j.nr)
+	var err error
+	if left {
+		err = copyJoinRow(vals[:j.nl], row)
+		copy(vals[j.nl:], j.nullsR)
+	} else {
+		copy(vals, j.nullsL)
+		err = copyJoinRow(vals[j.nl:], row)
+	}
+	return types.Row{Kind: kind, Values: vals}, err
+}
+
+// find returns the offset of the record in rs whose row equals values,
+// whose encoding is enc, or -1. Equal values encode alike but for a few (a
+// DECIMAL's scale, a TIMESTAMP's precision, -0.0): only when no record has
+// the same bytes are the rows decoded (into tmp) and compared.
+func (j *regularJoin) find(rs joinRows, values []types.Value, enc []byte, tmp []types.Value) (int, error) {
+	for pass := 0; pass < 2; pass++ {
+		for off := 0; off < len(rs); {
+			r, err := rs.rec(off)
+			if err != nil {
+				return -1, err
+			}
+			if pass == 0 {
+				if string(r.row) == string(enc) {
+					return off, nil
+				}
+			} else {
+				if err := decodeJoinRow(tmp, r.row); err != nil {
+					return -1, err
+				}
+				if sameValues(tmp, values) {
+					return off, nil
+				}
+			}
+			off = r.end
+		}
+	}
+	return -1, nil
+}
+
+// width returns the number of columns of one side (left or not).
+func (j *regularJoin) width(left bool) int {
+	if left {
+		return j.nl
+	}
+	return j.nr
 }
 
 // process handles a row of one side (left or not): Flink's rules for
 // each kind of row and each side's outerness.
 func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
+	sc, _ := j.scratch.Get().(*joinScratch)
+	if sc == nil {
+		sc = &joinScratch{pair: make([]types.Value, j.nl+j.nr)}
+	}
+	defer j.scratch.Put(sc)
+	if want := j.width(left); len(r.Values) != want {
+		return fmt.Errorf("operator %s: a row of %d columns on an input of %d", j.uid, len(r.Values), want)
+	}
 	st, _ := ctx.Value()
-	mine, other := st.Left, st.Right
+	mineRows, otherRows := st.Left, st.Right
 	mineOuter, otherOuter := j.n.Type.LeftOuter(), j.n.Type.RightOuter()
+	// mine and other are where this side's and the other side's columns
+	// sit in a joined row.
+	mine, other := sc.pair[:j.nl], sc.pair[j.nl:]
 	if !left {
-		mine, other = st.Right, st.Left
+		mineRows, otherRows = otherRows, mineRows
 		mineOuter, otherOuter = otherOuter, mineOuter
+		mine, other = other, mine
 	}
-	// pair lays out this side's values and the other side's.
-	pair := func(kind changelog.RowKind, mv, ov []types.Value) types.Row {
-		if left {
-			return j.joined(kind, mv, ov)
-		}
-		return j.joined(kind, ov, mv)
-	}
-	padMine := func(kind changelog.RowKind, mv []types.Value) types.Row {
-		if left {
-			return j.joined(kind, mv, j.nullsR)
-		}
-		return j.joined(kind, j.nullsL, mv)
-	}
-	padOther := func(kind changelog.RowKind, ov []types.Value) types.Row {
-		if left {
-			return j.joined(kind, j.nullsL, ov)
-		}
-		return j.joined(kind, ov, j.nullsR)
-	}
-	var matched []int
-	var n int64
-	if !nullKey(j.n.Keys, left, r) {
-		for i, o := range other {
-			var ok bool
-			var err error
-			if left {
-				ok, err = j.matches(r.Values, o.Row.Values)
-			} else {
-				ok, err = j.matches(o.Row.Values, r.Values)
-			}
+	copy(mine, r.Values)
+	nullKey := nullKey(j.n.Keys, left, r)
+	matched := sc.matched[:0]
+	if !nullKey {
+		for off := 0; off < len(otherRows); {
+			o, err := otherRows.rec(off)
 			if err != nil {
-				return err
+				return j.stateError(ctx.Key(), err)
 			}
-			if ok {
-				matched = append(matched, i)
-				n += o.Count
-			}
-		}
-	}
-	if r.Kind.IsAccumulate() {
-		if mineOuter && n == 0 {
-			out.Collect(padMine(changelog.Insert, r.Values))
-		}
-		if otherOuter && n > 0 {
-			other = append([]joinRow(nil), other...)
-			for _, i := range matched {
-				if other[i].Assoc == 0 {
-					for range other[i].Count {
-						out.Collect(padOther(changelog.Delete, other[i].Row.Values))
+			if o.flags&joinNullKey == 0 {
+				ok := true
+				if j.n.Condition != nil {
+					if err := decodeJoinRow(other, o.row); err != nil {
+						return j.stateError(ctx.Key(), err)
+					}
+					if ok, err = j.holds(sc.pair); err != nil {
+						return err
 					}
 				}
-				other[i].Assoc++
+				if ok {
+					matched = append(matched, off)
+				}
+			}
+			off = o.end
+		}
+	}
+	sc.matched = matched
+	n := int64(len(matched))
+	// emit emits r joined with each matched row, as kind.
+	emit := func(kind changelog.RowKind) error {
+		for _, off := range matched {
+			o, _ := otherRows.rec(off)
+			row, err := j.pairOf(kind, r.Values, left, o.row)
+			if err != nil {
+				return j.stateError(ctx.Key(), err)
+			}
+			out.Collect(row)
+		}
+		return nil
+	}
+	// padOthers emits, as kind, the matched rows whose association count
+	// is at, padded with NULLs for this side.
+	padOthers := func(kind changelog.RowKind, at int64) error {
+		for _, off := range matched {
+			o, _ := otherRows.rec(off)
+			if o.assoc != at {
+				continue
+			}
+			row, err := j.padded(kind, !left, o.row)
+			if err != nil {
+				return j.stateError(ctx.Key(), err)
+			}
+			out.Collect(row)
+		}
+		return nil
+	}
+	padMine := func(kind changelog.RowKind) {
+		if left {
+			out.Collect(j.joined(kind, r.Values, j.nullsR))
+		} else {
+			out.Collect(j.joined(kind, j.nullsL, r.Values))
+		}
+	}
+	sc.enc = types.AppendValues(sc.enc[:0], r.Values)
+	var err error
+	if r.Kind.IsAccumulate() {
+		if mineOuter && n == 0 {
+			padMine(changelog.Insert)
+		}
+		if otherOuter && n > 0 {
+			if err := padOthers(changelog.Delete, 0); err != nil {
+				return err
 			}
 		}
 		kind := changelog.Insert
 		if !mineOuter && !otherOuter {
 			kind = r.Kind
 		}
-		for _, i := range matched {
-			for range other[i].Count {
-				out.Collect(pair(kind, r.Values, other[i].Row.Values))
+		if err := emit(kind); err != nil {
+			return err
+		}
+		if otherOuter && n > 0 {
+			// A new slice: the held one may be in a checkpoint.
+			if otherRows, err = otherRows.rewrite(-1, matched, 1); err != nil {
+				return j.stateError(ctx.Key(), err)
 			}
 		}
-		// Appending writes past the end of the slice the state holds, which
-		// a checkpoint may be encoding, and never into it; an equal row
-		// already held gets an entry of its own rather than a copy of the
-		// list to count it.
-		mine = append(mine, joinRow{Row: types.Row{Values: r.Values}, Count: 1, Assoc: n})
+		flags := byte(0)
+		if nullKey {
+			flags = joinNullKey
+		}
+		// Appending writes past the end of the slice the state holds,
+		// which a checkpoint may be encoding, and never into it.
+		mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
 	} else {
-		at := -1
-		for i, m := range mine {
-			if len(m.Row.Values) == len(r.Values) && sameValues(m.Row.Values, r.Values) {
-				at = i
-				break
-			}
+		at, err := j.find(mineRows, r.Values, sc.enc, mine)
+		if err != nil {
+			return j.stateError(ctx.Key(), err)
 		}
 		if at < 0 {
 			// A retraction of a row this side does not hold (its +I was
 			// filtered out upstream): there is nothing to retract.
 			return nil
 		}
-		// A copy: the held list may be in a checkpoint.
-		mine = append([]joinRow(nil), mine...)
-		if mine[at].Count--; mine[at].Count == 0 {
-			mine = append(mine[:at], mine[at+1:]...)
-		}
 		if n == 0 {
 			if mineOuter {
-				out.Collect(padMine(changelog.Delete, r.Values))
+				padMine(changelog.Delete)
 			}
 		} else {
 			kind := r.Kind
 			if mineOuter {
 				kind = changelog.Delete
 			}
-			for _, i := range matched {
-				for range other[i].Count {
-					out.Collect(pair(kind, r.Values, other[i].Row.Values))
-				}
+			if err := emit(kind); err != nil {
+				return err
 			}
 			if otherOuter {
-				other = append([]joinRow(nil), other...)
-				for _, i := range matched {
-					if other[i].Assoc == 1 {
-						for range other[i].Count {
-							out.Collect(padOther(changelog.Insert, other[i].Row.Values))
-						}
-					}
-					other[i].Assoc--
+				if err := padOthers(changelog.Insert, 1); err != nil {
+					return err
+				}
+				if otherRows, err = otherRows.rewrite(-1, matched, -1); err != nil {
+					return j.stateError(ctx.Key(), err)
 				}
 			}
 		}
+		// New slices: the held ones may be in a checkpoint.
+		if mineRows, err = mineRows.rewrite(at, nil, 0); err != nil {
+			return j.stateError(ctx.Key(), err)
+		}
 	}
 	if left {
-		st = joinState{Left: mine, Right: other}
+		st = joinState{Left: mineRows, Right: otherRows}
 	} else {
-		st = joinState{Left: other, Right: mine}
+		st = joinState{Left: otherRows, Right: mineRows}
 	}
 	if len(st.Left) == 0 && len(st.Right) == 0 {
 		ctx.Clear()
