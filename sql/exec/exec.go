@@ -189,6 +189,9 @@ type builder struct {
 	streams map[string]clink.Stream[types.Row]
 	// consumers counts the distinct nodes that read each node, by uid.
 	consumers map[string]int
+	// joinReads are the columns read of the regular joins (by uid) whose
+	// only consumer is a Calc that says which it reads (Calc.Reads).
+	joinReads map[string][]bool
 }
 
 // Build adds the operators of sinks (one job's plan) to env.
@@ -207,7 +210,8 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 		errw = &lockedWriter{w: opts.Stderr}
 	}
 	opts.Stdout, opts.Stderr = out, errw
-	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{}}
+	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{},
+		joinReads: map[string][]bool{}}
 	seen := map[string]bool{}
 	var count func(n planner.Node)
 	count = func(n planner.Node) {
@@ -309,6 +313,9 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 			break
 		}
 		chain = append([]*planner.Calc{in}, chain...)
+	}
+	if j, ok := chain[0].Input.(*planner.Join); ok && b.consumers[j.UID()] == 1 && chain[0].Reads() != nil {
+		b.joinReads[j.UID()] = chain[0].Reads()
 	}
 	in, err := b.stream(chain[0].Input)
 	if err != nil {

@@ -3,11 +3,13 @@ package exec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 )
@@ -84,6 +86,11 @@ type regularJoin struct {
 	nl, nr int
 	// nullsL and nullsR pad a row of the other side.
 	nullsL, nullsR []types.Value
+	// keepL and keepR are the columns of each side that the join keeps in
+	// its state (nil: all): those that its condition or its only
+	// consumer reads. The others are kept as NULL, which that consumer
+	// never sees, as Flink projects them away below the join.
+	keepL, keepR []bool
 	// scratch holds *joinScratch: the function runs in every subtask.
 	scratch sync.Pool
 }
@@ -134,8 +141,8 @@ func (j *regularJoin) holds(pair []types.Value) (bool, error) {
 
 // stateError names the operator and key of a join state that does not
 // decode.
-func (j *regularJoin) stateError(key string, err error) error {
-	return fmt.Errorf("operator %s: reading the rows of join key %x: %w", j.uid, key, err)
+func (j *regularJoin) stateError(key any, err error) error {
+	return fmt.Errorf("operator %s: reading the rows of join key %q: %w", j.uid, fmt.Sprint(key), err)
 }
 
 // pairOf returns a joined row of r (of the left side or not) and the
@@ -167,11 +174,45 @@ func (j *regularJoin) padded(kind changelog.RowKind, left bool, row []byte) (typ
 	return types.Row{Kind: kind, Values: vals}, err
 }
 
-// find returns the offset of the record in rs whose row equals values,
-// whose encoding is enc, or -1. Equal values encode alike but for a few (a
-// DECIMAL's scale, a TIMESTAMP's precision, -0.0): only when no record has
-// the same bytes are the rows decoded (into tmp) and compared.
-func (j *regularJoin) find(rs joinRows, values []types.Value, enc []byte, tmp []types.Value) (int, error) {
+// encode appends the encoding of a row of one side (left or not) as the
+// state keeps it: the columns it does not keep as NULLs.
+func (j *regularJoin) encode(dst []byte, vals []types.Value, left bool) []byte {
+	keep, nulls := j.keepL, j.nullsL
+	if !left {
+		keep, nulls = j.keepR, j.nullsR
+	}
+	if keep == nil {
+		return types.AppendValues(dst, vals)
+	}
+	for i, v := range vals {
+		if !keep[i] {
+			v = nulls[i]
+		}
+		dst = types.AppendKey(dst, v)
+	}
+	return dst
+}
+
+// sameKept reports whether two rows agree on the columns in keep (nil:
+// all).
+func sameKept(a, b []types.Value, keep []bool) bool {
+	for i := range a {
+		if keep != nil && !keep[i] {
+			continue
+		}
+		if a[i].IsNull() != b[i].IsNull() || !a[i].IsNull() && !types.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// find returns the offset of the record in rs whose row equals values
+// on the columns in keep (nil: all), whose encoding is enc, or -1. Equal
+// values encode alike but for a few (a DECIMAL's scale, a TIMESTAMP's
+// precision, -0.0): only when no record has the same bytes are the rows
+// decoded (into tmp) and compared.
+func (j *regularJoin) find(rs joinRows, values []types.Value, keep []bool, enc []byte, tmp []types.Value) (int, error) {
 	for pass := 0; pass < 2; pass++ {
 		for off := 0; off < len(rs); {
 			r, err := rs.rec(off)
@@ -186,7 +227,7 @@ func (j *regularJoin) find(rs joinRows, values []types.Value, enc []byte, tmp []
 				if err := decodeJoinRow(tmp, r.row); err != nil {
 					return -1, err
 				}
-				if sameValues(tmp, values) {
+				if sameKept(tmp, values, keep) {
 					return off, nil
 				}
 			}
@@ -204,9 +245,10 @@ func (j *regularJoin) width(left bool) int {
 	return j.nr
 }
 
-// process handles a row of one side (left or not): Flink's rules for
-// each kind of row and each side's outerness.
-func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
+// processJoin handles a row of one side (left or not) of j: Flink's rules
+// for each kind of row and each side's outerness. K is the type of the
+// join key (see intJoinKey).
+func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
 	sc, _ := j.scratch.Get().(*joinScratch)
 	if sc == nil {
 		sc = &joinScratch{pair: make([]types.Value, j.nl+j.nr)}
@@ -289,7 +331,7 @@ func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r type
 			out.Collect(j.joined(kind, j.nullsL, r.Values))
 		}
 	}
-	sc.enc = types.AppendValues(sc.enc[:0], r.Values)
+	sc.enc = j.encode(sc.enc[:0], r.Values, left)
 	var err error
 	if r.Kind.IsAccumulate() {
 		if mineOuter && n == 0 {
@@ -321,7 +363,11 @@ func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r type
 		// which a checkpoint may be encoding, and never into it.
 		mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
 	} else {
-		at, err := j.find(mineRows, r.Values, sc.enc, mine)
+		keep := j.keepL
+		if !left {
+			keep = j.keepR
+		}
+		at, err := j.find(mineRows, r.Values, keep, sc.enc, mine)
 		if err != nil {
 			return j.stateError(ctx.Key(), err)
 		}
@@ -380,14 +426,75 @@ func (b *builder) join(n *planner.Join) (clink.Stream[types.Row], error) {
 	}
 	j := &regularJoin{n: n, uid: n.UID(), nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
 		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
-	cs := clink.Connect(clink.KeyBy(l, joinKeyOf(n.Keys, true)), clink.KeyBy(r, joinKeyOf(n.Keys, false)))
-	return clink.CoProcess(cs, n.UID(),
-		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
-			return j.process(ctx, row, out, true)
+	if reads := b.joinReads[n.UID()]; reads != nil && (n.Condition == nil || n.CondReads != nil) {
+		keep := slices.Clone(reads)
+		for i, c := range n.CondReads {
+			keep[i] = keep[i] || c
+		}
+		if slices.Contains(keep, false) {
+			j.keepL, j.keepR = keep[:j.nl], keep[j.nl:]
+		}
+	}
+	if intJoinKey(n.Keys, n.Left.Fields(), n.Right.Fields()) {
+		k := n.Keys[0]
+		return joinOn(j, l, r, intKeyOf(k.Left, k.LeftCast), intKeyOf(k.Right, k.RightCast)), nil
+	}
+	return joinOn(j, l, r, joinKeyOf(n.Keys, true), joinKeyOf(n.Keys, false)), nil
+}
+
+// joinOn runs j over both inputs keyed by keyL and keyR.
+func joinOn[K comparable](j *regularJoin, l, r clink.Stream[types.Row], keyL, keyR func(types.Row) K) clink.Stream[types.Row] {
+	cs := clink.Connect(clink.KeyBy(l, keyL), clink.KeyBy(r, keyR))
+	return clink.CoProcess(cs, j.uid,
+		func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return processJoin(j, ctx, row, out, true)
 		},
-		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
-			return j.process(ctx, row, out, false)
-		}), nil
+		func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return processJoin(j, ctx, row, out, false)
+		})
+}
+
+// intJoinKey reports whether a join's keys are one integer on each side,
+// compared as integers (any cast widens one integer type to another) and
+// where NULL equals nothing. Such a join keys its state by the int64
+// itself rather than by an encoded string: no string per row, and a
+// key's slot in the state table holds no pointer. A row whose key is
+// NULL goes under key 0, flagged as meeting no row (joinNullKey).
+func intJoinKey(keys []planner.JoinKey, lf, rf []types.Field) bool {
+	if len(keys) != 1 || keys[0].NullSafe {
+		return false
+	}
+	k := keys[0]
+	if !lf[k.Left].Type.Kind.IsInteger() || !rf[k.Right].Type.Kind.IsInteger() {
+		return false
+	}
+	for _, c := range []*expr.Compiled{k.LeftCast, k.RightCast} {
+		if c != nil && !c.Type.Kind.IsInteger() {
+			return false
+		}
+	}
+	return true
+}
+
+// intKeyOf returns the function that gives the join key of a row whose
+// key is column col (converted by cast, if not nil), for intJoinKey's
+// joins: 0 for NULL, and for a conversion that fails (widening integers
+// does not).
+func intKeyOf(col int, cast *expr.Compiled) func(types.Row) int64 {
+	return func(r types.Row) int64 {
+		v := r.Values[col]
+		if cast != nil {
+			c, err := cast.Eval(r.Values)
+			if err != nil {
+				return 0
+			}
+			v = c
+		}
+		if v.IsNull() {
+			return 0
+		}
+		return v.Int64()
+	}
 }
 
 // byRowtime stamps each row with its rowtime column, dropping rows

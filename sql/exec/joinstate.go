@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
+	"slices"
 	"unsafe"
 
 	"github.com/clinkstream/clink/sql/types"
@@ -72,13 +74,27 @@ func (rs joinRows) rec(off int) (joinRec, error) {
 	return r, nil
 }
 
-// appendJoinRec appends a record of a row whose encoding is row.
+// appendJoinRec appends a record of a row whose encoding is row, growing
+// rs at most once.
 func appendJoinRec(rs joinRows, flags byte, assoc int64, row []byte) joinRows {
+	need := 1 + uvarintLen(uint64(assoc)) + uvarintLen(uint64(len(row))) + len(row)
+	if cap(rs)-len(rs) < need {
+		if len(rs) == 0 {
+			// The first row of a key: most keys keep one or two rows, so
+			// no room is left for more.
+			rs = make(joinRows, 0, need)
+		} else {
+			rs = slices.Grow(rs, need)
+		}
+	}
 	rs = append(rs, flags)
 	rs = binary.AppendUvarint(rs, uint64(assoc))
 	rs = binary.AppendUvarint(rs, uint64(len(row)))
 	return append(rs, row...)
 }
+
+// uvarintLen returns the length of x's uvarint encoding.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // decodeJoinRow decodes a record's row into dst (one value per column)
 // and checks that the encoding holds exactly that many values. String

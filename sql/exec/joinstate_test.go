@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -121,7 +122,7 @@ func TestJoinRowsFindDuplicates(t *testing.T) {
 	in := joinTestRows()
 	rs := encodeJoinRows(in)
 	tmp := make([]types.Value, 4)
-	at, err := j.find(rs, in[2], types.AppendValues(nil, in[2]), tmp)
+	at, err := j.find(rs, in[2], nil, types.AppendValues(nil, in[2]), tmp)
 	if err != nil || at != 0 {
 		t.Fatalf("find of a row held twice: %d, %v; want the first, at 0", at, err)
 	}
@@ -134,21 +135,21 @@ func TestJoinRowsFindDuplicates(t *testing.T) {
 	if len(rows) != 3 || !sameRows(rows[1], in[2]) {
 		t.Fatalf("after one retraction: %v", rows)
 	}
-	at, err = j.find(rs, in[0], types.AppendValues(nil, in[0]), tmp)
+	at, err = j.find(rs, in[0], nil, types.AppendValues(nil, in[0]), tmp)
 	if err != nil || at < 0 {
 		t.Fatalf("find of the second copy: %d, %v", at, err)
 	}
 	if rs, err = rs.rewrite(at, nil, 0); err != nil {
 		t.Fatal(err)
 	}
-	if at, err = j.find(rs, in[0], types.AppendValues(nil, in[0]), tmp); err != nil || at >= 0 {
+	if at, err = j.find(rs, in[0], nil, types.AppendValues(nil, in[0]), tmp); err != nil || at >= 0 {
 		t.Fatalf("find after both copies were retracted: %d, %v; want -1", at, err)
 	}
 	// 12.340 equals 12.34 but is encoded with another scale.
 	other := append([]types.Value(nil), in[0]...)
 	other[3] = types.Decimal(12340, 10, 3)
 	rs = appendJoinRec(rs, 0, 0, types.AppendValues(nil, in[0]))
-	at, err = j.find(rs, other, types.AppendValues(nil, other), tmp)
+	at, err = j.find(rs, other, nil, types.AppendValues(nil, other), tmp)
 	if err != nil || at < 0 {
 		t.Fatalf("find of an equal row of another encoding: %d, %v", at, err)
 	}
@@ -187,5 +188,13 @@ func TestJoinRowsCorrupt(t *testing.T) {
 	}
 	if err := decodeJoinRow(make([]types.Value, 5), r.row); !errors.Is(err, errJoinState) {
 		t.Fatalf("a row of 4 columns read as 5: %v", err)
+	}
+}
+
+func TestUvarintLen(t *testing.T) {
+	for _, x := range []uint64{0, 1, 127, 128, 16383, 16384, 1 << 40, 1<<63 - 1, 1<<64 - 1} {
+		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, x)); got != want {
+			t.Errorf("uvarintLen(%d) = %d, want %d", x, got, want)
+		}
 	}
 }
