@@ -554,14 +554,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 
 // sameValues compares two result rows, NULL equal to NULL: an unchanged
 // result emits nothing (Flink's GroupAggFunction without state TTL).
-func sameValues(a, b []types.Value) bool {
-	for i := range a {
-		if a[i].IsNull() != b[i].IsNull() || !a[i].IsNull() && !types.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
+func sameValues(a, b []types.Value) bool { return sameKept(a, b, nil) }
 
 func (b *builder) sink(n *planner.Sink) error {
 	in, err := b.stream(n.Input)

@@ -79,7 +79,7 @@ func nullKey(keys []planner.JoinKey, left bool, r types.Row) bool {
 }
 
 // regularJoin is the logic of a Join node, Flink's StreamingJoinOperator
-// without state TTL. A key's rows of both sides are one joinRows value.
+// without state TTL. A key's rows are a joinState.
 type regularJoin struct {
 	n      *planner.Join
 	uid    string
@@ -95,7 +95,7 @@ type regularJoin struct {
 	scratch sync.Pool
 }
 
-// joinScratch is the buffers one call of regularJoin.process reuses.
+// joinScratch is the buffers one call of processJoin reuses.
 type joinScratch struct {
 	// pair is a joined row (left columns, then right) on which the
 	// condition is evaluated.
@@ -146,16 +146,18 @@ func (j *regularJoin) stateError(key any, err error) error {
 }
 
 // pairOf returns a joined row of r (of the left side or not) and the
-// other side's stored row, decoded with its own copy of the bytes.
+// other side's stored row. The stored row's strings share the state's
+// bytes, which never change (see joinRows): a row emitted keeps them
+// alive only while it is held downstream.
 func (j *regularJoin) pairOf(kind changelog.RowKind, r []types.Value, left bool, other []byte) (types.Row, error) {
 	vals := make([]types.Value, j.nl+j.nr)
 	var err error
 	if left {
 		copy(vals, r)
-		err = copyJoinRow(vals[j.nl:], other)
+		err = decodeJoinRow(vals[j.nl:], other)
 	} else {
 		copy(vals[j.nl:], r)
-		err = copyJoinRow(vals[:j.nl], other)
+		err = decodeJoinRow(vals[:j.nl], other)
 	}
 	return types.Row{Kind: kind, Values: vals}, err
 }
@@ -165,11 +167,11 @@ func (j *regularJoin) padded(kind changelog.RowKind, left bool, row []byte) (typ
 	vals := make([]types.Value, j.nl+j.nr)
 	var err error
 	if left {
-		err = copyJoinRow(vals[:j.nl], row)
+		err = decodeJoinRow(vals[:j.nl], row)
 		copy(vals[j.nl:], j.nullsR)
 	} else {
 		copy(vals, j.nullsL)
-		err = copyJoinRow(vals[j.nl:], row)
+		err = decodeJoinRow(vals[j.nl:], row)
 	}
 	return types.Row{Kind: kind, Values: vals}, err
 }

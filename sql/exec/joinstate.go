@@ -116,16 +116,6 @@ func decodeJoinRow(dst []types.Value, row []byte) error {
 	return nil
 }
 
-// copyJoinRow decodes a record's row into dst as decodeJoinRow does, its
-// strings sharing one copy of the row's bytes rather than the state's:
-// for rows the join emits, which may outlive the slice they came from.
-func copyJoinRow(dst []types.Value, row []byte) error {
-	if len(row) == 0 {
-		return decodeJoinRow(dst, row)
-	}
-	return decodeJoinRow(dst, []byte(string(row)))
-}
-
 // rewrite returns a copy of rs without the record at skip (-1: none) and
 // with delta added to the association count of the records at the offsets
 // in bump (ascending).

@@ -38,7 +38,7 @@ func readJoinRows(t *testing.T, rs joinRows, cols int) (rows [][]types.Value, fl
 			t.Fatalf("record at %d: %v", off, err)
 		}
 		vals := make([]types.Value, cols)
-		if err := copyJoinRow(vals, r.row); err != nil {
+		if err := decodeJoinRow(vals, r.row); err != nil {
 			t.Fatalf("row at %d: %v", off, err)
 		}
 		rows, flags, assoc = append(rows, vals), append(flags, r.flags), append(assoc, r.assoc)
@@ -69,15 +69,14 @@ func TestJoinRowsRoundTrip(t *testing.T) {
 			t.Errorf("record %d: %v flags %d assoc %d, want %v flags %d assoc %d", i, rows[i], flags[i], assoc[i], in[i], i%2, i*300)
 		}
 	}
-	// A decoded row does not depend on the state's bytes.
+	// The decoded state does not share the encoded checkpoint's bytes.
 	for i := range b {
 		b[i] = 0
 	}
-	copied, _, _ := readJoinRows(t, st.Left, 4)
-	clear(st.Left)
+	again, _, _ := readJoinRows(t, st.Left, 4)
 	for i := range in {
-		if !sameRows(copied[i], in[i]) {
-			t.Errorf("record %d after the state changed: %v, want %v", i, copied[i], in[i])
+		if !sameRows(again[i], in[i]) {
+			t.Errorf("record %d after the checkpoint's bytes changed: %v, want %v", i, again[i], in[i])
 		}
 	}
 }
