@@ -273,6 +273,10 @@ func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinSt
 	copy(mine, r.Values)
 	nullKey := nullKey(j.n.Keys, left, r)
 	matched := sc.matched[:0]
+	// An inner join emits what a new row joins as it finds it, from the
+	// joined row the condition saw: it has no padded rows to emit first,
+	// and the row is kept whatever it meets.
+	inline := !mineOuter && !otherOuter && r.Kind.IsAccumulate()
 	if !nullKey {
 		for off := 0; off < len(otherRows); {
 			o, err := otherRows.rec(off)
@@ -281,16 +285,26 @@ func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinSt
 			}
 			if o.flags&joinNullKey == 0 {
 				ok := true
+				decoded := false
 				if j.n.Condition != nil {
 					if err := decodeJoinRow(other, o.row); err != nil {
 						return j.stateError(ctx.Key(), err)
 					}
+					decoded = true
 					if ok, err = j.holds(sc.pair); err != nil {
 						return err
 					}
 				}
 				if ok {
 					matched = append(matched, off)
+					if inline {
+						if !decoded {
+							if err := decodeJoinRow(other, o.row); err != nil {
+								return j.stateError(ctx.Key(), err)
+							}
+						}
+						out.Collect(types.Row{Kind: r.Kind, Values: slices.Clone(sc.pair)})
+					}
 				}
 			}
 			off = o.end
@@ -344,12 +358,10 @@ func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinSt
 				return err
 			}
 		}
-		kind := changelog.Insert
-		if !mineOuter && !otherOuter {
-			kind = r.Kind
-		}
-		if err := emit(kind); err != nil {
-			return err
+		if !inline {
+			if err := emit(changelog.Insert); err != nil {
+				return err
+			}
 		}
 		if otherOuter && n > 0 {
 			// A new slice: the held one may be in a checkpoint.
