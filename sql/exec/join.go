@@ -16,9 +16,9 @@ import (
 
 // The join nodes:
 //
-//	Join          clink.Connect of both inputs keyed by the encoded join
-//	              key + clink.CoProcess; both sides' rows with their counts
-//	              in the key's value state
+//	Join          clink.Connect of both inputs keyed by the join key (an
+//	              int64, or the encoded key) + clink.CoProcess; both sides'
+//	              rows, encoded (joinState), in the key's value state
 //	IntervalJoin  like WindowJoin, rows stamped with their rowtime column
 //	              and kept until their last matching time, one cleanup
 //	              timer per key; clink.DelayWatermarks behind it
