@@ -125,6 +125,9 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 		}
 		chain = append([]*planner.Calc{in}, chain...)
 	}
+	if j, ok := chain[0].Input.(*planner.Join); ok && b.consumers[j.UID()] == 1 && chain[0].Reads() != nil {
+		b.joinReads[j.UID()] = chain[0].Reads()
+	}
 	in, err := b.stream(chain[0].Input)
 	if err != nil {
 		return in, err

@@ -194,6 +194,9 @@ type builder struct {
 	// owned marks the nodes whose rows their one consumer may overwrite
 	// (see ownedInput in calc.go).
 	owned map[string]bool
+	// joinReads are the columns read of the regular joins (by uid) whose
+	// only consumer is a Calc that says which it reads (Calc.Reads).
+	joinReads map[string][]bool
 }
 
 // Build adds the operators of sinks (one job's plan) to env.
@@ -213,7 +216,7 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 	}
 	opts.Stdout, opts.Stderr = out, errw
 	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{},
-		readers: map[string][]planner.Node{}, owned: map[string]bool{}}
+		readers: map[string][]planner.Node{}, owned: map[string]bool{}, joinReads: map[string][]bool{}}
 	seen := map[string]bool{}
 	var count func(n planner.Node)
 	count = func(n planner.Node) {
@@ -495,14 +498,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 
 // sameValues compares two result rows, NULL equal to NULL: an unchanged
 // result emits nothing (Flink's GroupAggFunction without state TTL).
-func sameValues(a, b []types.Value) bool {
-	for i := range a {
-		if a[i].IsNull() != b[i].IsNull() || !a[i].IsNull() && !types.Equal(a[i], b[i]) {
-			return false
-		}
-	}
-	return true
-}
+func sameValues(a, b []types.Value) bool { return sameKept(a, b, nil) }
 
 func (b *builder) sink(n *planner.Sink) error {
 	in, err := b.stream(n.Input)

@@ -3,19 +3,22 @@ package exec
 import (
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 )
 
 // The join nodes:
 //
-//	Join          clink.Connect of both inputs keyed by the encoded join
-//	              key + clink.CoProcess; both sides' rows with their counts
-//	              in the key's value state
+//	Join          clink.Connect of both inputs keyed by the join key (an
+//	              int64, or the encoded key) + clink.CoProcess; both sides'
+//	              rows, encoded (joinState), in the key's value state
 //	IntervalJoin  like WindowJoin, rows stamped with their rowtime column
 //	              and kept until their last matching time, one cleanup
 //	              timer per key; clink.DelayWatermarks behind it
@@ -75,31 +78,33 @@ func nullKey(keys []planner.JoinKey, left bool, r types.Row) bool {
 	return false
 }
 
-// joinRow is a row of one side of a regular join with its multiplicity.
-type joinRow struct {
-	Row   types.Row
-	Count int64
-	// Assoc counts the other side's rows this one joins with (with their
-	// multiplicities); kept for a side whose unmatched rows are padded.
-	Assoc int64
-}
-
-// joinState is one join key's rows of both sides. Its lists are never
-// changed within their length, since the state backend may hold them in
-// a checkpoint: a change copies the list, a new row is appended past its
-// end.
-type joinState struct {
-	Left, Right []joinRow
-}
-
 // regularJoin is the logic of a Join node, Flink's StreamingJoinOperator
-// without state TTL.
+// without state TTL. A key's rows are a joinState.
 type regularJoin struct {
 	n      *planner.Join
 	uid    string
 	nl, nr int
 	// nullsL and nullsR pad a row of the other side.
 	nullsL, nullsR []types.Value
+	// keepL and keepR are the columns of each side that the join keeps in
+	// its state (nil: all): those that its condition or its only
+	// consumer reads. The others are kept as NULL, which that consumer
+	// never sees, as Flink projects them away below the join.
+	keepL, keepR []bool
+	// scratch holds *joinScratch: the function runs in every subtask.
+	scratch sync.Pool
+}
+
+// joinScratch is the buffers one call of processJoin reuses.
+type joinScratch struct {
+	// pair is a joined row (left columns, then right) on which the
+	// condition is evaluated.
+	pair []types.Value
+	// enc is the encoding of the row being processed.
+	enc []byte
+	// matched are the offsets of the other side's records that the row
+	// joins with.
+	matched []int
 }
 
 func nullsOf(fs []types.Field) []types.Value {
@@ -122,140 +127,299 @@ func (j *regularJoin) matches(l, r []types.Value) (bool, error) {
 		return true, nil
 	}
 	row := j.joined(changelog.Insert, l, r)
-	v, err := j.n.Condition.Eval(row.Values)
+	return j.holds(row.Values)
+}
+
+// holds reports whether the condition holds for a joined row.
+func (j *regularJoin) holds(pair []types.Value) (bool, error) {
+	v, err := j.n.Condition.Eval(pair)
 	if err != nil {
-		return false, fmt.Errorf("operator %s: evaluating %s on %s: %w", j.uid, j.n.Text, row, err)
+		return false, fmt.Errorf("operator %s: evaluating %s on %s: %w", j.uid, j.n.Text, types.RowString(pair), err)
 	}
 	return !v.IsNull() && v.Bool(), nil
 }
 
-// process handles a row of one side (left or not): Flink's rules for
-// each kind of row and each side's outerness.
-func (j *regularJoin) process(ctx *clink.KeyedContext[string, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
-	st, _ := ctx.Value()
-	mine, other := st.Left, st.Right
-	mineOuter, otherOuter := j.n.Type.LeftOuter(), j.n.Type.RightOuter()
+// stateError names the operator and key of a join state that does not
+// decode.
+func (j *regularJoin) stateError(key any, err error) error {
+	return fmt.Errorf("operator %s: reading the rows of join key %q: %w", j.uid, fmt.Sprint(key), err)
+}
+
+// pairOf returns a joined row of r (of the left side or not) and the
+// other side's stored row. The stored row's strings share the state's
+// bytes, which never change (see joinRows): a row emitted keeps them
+// alive only while it is held downstream.
+func (j *regularJoin) pairOf(kind changelog.RowKind, r []types.Value, left bool, other []byte) (types.Row, error) {
+	vals := make([]types.Value, j.nl+j.nr)
+	var err error
+	if left {
+		copy(vals, r)
+		err = decodeJoinRow(vals[j.nl:], other)
+	} else {
+		copy(vals[j.nl:], r)
+		err = decodeJoinRow(vals[:j.nl], other)
+	}
+	return types.Row{Kind: kind, Values: vals}, err
+}
+
+// padded returns a stored row of one side padded with NULLs for the other.
+func (j *regularJoin) padded(kind changelog.RowKind, left bool, row []byte) (types.Row, error) {
+	vals := make([]types.Value, j.nl+j.nr)
+	var err error
+	if left {
+		err = decodeJoinRow(vals[:j.nl], row)
+		copy(vals[j.nl:], j.nullsR)
+	} else {
+		copy(vals, j.nullsL)
+		err = decodeJoinRow(vals[j.nl:], row)
+	}
+	return types.Row{Kind: kind, Values: vals}, err
+}
+
+// encode appends the encoding of a row of one side (left or not) as the
+// state keeps it: the columns it does not keep as NULLs.
+func (j *regularJoin) encode(dst []byte, vals []types.Value, left bool) []byte {
+	keep, nulls := j.keepL, j.nullsL
 	if !left {
-		mine, other = st.Right, st.Left
-		mineOuter, otherOuter = otherOuter, mineOuter
+		keep, nulls = j.keepR, j.nullsR
 	}
-	// pair lays out this side's values and the other side's.
-	pair := func(kind changelog.RowKind, mv, ov []types.Value) types.Row {
-		if left {
-			return j.joined(kind, mv, ov)
+	if keep == nil {
+		return types.AppendValues(dst, vals)
+	}
+	for i, v := range vals {
+		if !keep[i] {
+			v = nulls[i]
 		}
-		return j.joined(kind, ov, mv)
+		dst = types.AppendKey(dst, v)
 	}
-	padMine := func(kind changelog.RowKind, mv []types.Value) types.Row {
-		if left {
-			return j.joined(kind, mv, j.nullsR)
+	return dst
+}
+
+// sameKept reports whether two rows agree on the columns in keep (nil:
+// all).
+func sameKept(a, b []types.Value, keep []bool) bool {
+	for i := range a {
+		if keep != nil && !keep[i] {
+			continue
 		}
-		return j.joined(kind, j.nullsL, mv)
-	}
-	padOther := func(kind changelog.RowKind, ov []types.Value) types.Row {
-		if left {
-			return j.joined(kind, j.nullsL, ov)
+		if a[i].IsNull() != b[i].IsNull() || !a[i].IsNull() && !types.Equal(a[i], b[i]) {
+			return false
 		}
-		return j.joined(kind, ov, j.nullsR)
 	}
-	var matched []int
-	var n int64
-	if !nullKey(j.n.Keys, left, r) {
-		for i, o := range other {
-			var ok bool
-			var err error
-			if left {
-				ok, err = j.matches(r.Values, o.Row.Values)
-			} else {
-				ok, err = j.matches(o.Row.Values, r.Values)
-			}
+	return true
+}
+
+// find returns the offset of the record in rs whose row equals values
+// on the columns in keep (nil: all), whose encoding is enc, or -1. Equal
+// values encode alike but for a few (a DECIMAL's scale, a TIMESTAMP's
+// precision, -0.0): only when no record has the same bytes are the rows
+// decoded (into tmp) and compared.
+func (j *regularJoin) find(rs joinRows, values []types.Value, keep []bool, enc []byte, tmp []types.Value) (int, error) {
+	for pass := 0; pass < 2; pass++ {
+		for off := 0; off < len(rs); {
+			r, err := rs.rec(off)
 			if err != nil {
-				return err
+				return -1, err
 			}
-			if ok {
-				matched = append(matched, i)
-				n += o.Count
+			if pass == 0 {
+				if string(r.row) == string(enc) {
+					return off, nil
+				}
+			} else {
+				if err := decodeJoinRow(tmp, r.row); err != nil {
+					return -1, err
+				}
+				if sameKept(tmp, values, keep) {
+					return off, nil
+				}
 			}
+			off = r.end
 		}
 	}
-	if r.Kind.IsAccumulate() {
-		if mineOuter && n == 0 {
-			out.Collect(padMine(changelog.Insert, r.Values))
-		}
-		if otherOuter && n > 0 {
-			other = append([]joinRow(nil), other...)
-			for _, i := range matched {
-				if other[i].Assoc == 0 {
-					for range other[i].Count {
-						out.Collect(padOther(changelog.Delete, other[i].Row.Values))
+	return -1, nil
+}
+
+// width returns the number of columns of one side (left or not).
+func (j *regularJoin) width(left bool) int {
+	if left {
+		return j.nl
+	}
+	return j.nr
+}
+
+// processJoin handles a row of one side (left or not) of j: Flink's rules
+// for each kind of row and each side's outerness. K is the type of the
+// join key (see intJoinKey).
+func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState], r types.Row, out *clink.Collector[types.Row], left bool) error {
+	sc, _ := j.scratch.Get().(*joinScratch)
+	if sc == nil {
+		sc = &joinScratch{pair: make([]types.Value, j.nl+j.nr)}
+	}
+	defer j.scratch.Put(sc)
+	if want := j.width(left); len(r.Values) != want {
+		return fmt.Errorf("operator %s: a row of %d columns on an input of %d", j.uid, len(r.Values), want)
+	}
+	st, _ := ctx.Value()
+	mineRows, otherRows := st.Left, st.Right
+	mineOuter, otherOuter := j.n.Type.LeftOuter(), j.n.Type.RightOuter()
+	// mine and other are where this side's and the other side's columns
+	// sit in a joined row.
+	mine, other := sc.pair[:j.nl], sc.pair[j.nl:]
+	if !left {
+		mineRows, otherRows = otherRows, mineRows
+		mineOuter, otherOuter = otherOuter, mineOuter
+		mine, other = other, mine
+	}
+	copy(mine, r.Values)
+	nullKey := nullKey(j.n.Keys, left, r)
+	matched := sc.matched[:0]
+	// An inner join emits what a new row joins as it finds it, from the
+	// joined row the condition saw: it has no padded rows to emit first,
+	// and the row is kept whatever it meets.
+	inline := !mineOuter && !otherOuter && r.Kind.IsAccumulate()
+	if !nullKey {
+		for off := 0; off < len(otherRows); {
+			o, err := otherRows.rec(off)
+			if err != nil {
+				return j.stateError(ctx.Key(), err)
+			}
+			if o.flags&joinNullKey == 0 {
+				ok := true
+				decoded := false
+				if j.n.Condition != nil {
+					if err := decodeJoinRow(other, o.row); err != nil {
+						return j.stateError(ctx.Key(), err)
+					}
+					decoded = true
+					if ok, err = j.holds(sc.pair); err != nil {
+						return err
 					}
 				}
-				other[i].Assoc++
+				if ok {
+					matched = append(matched, off)
+					if inline {
+						if !decoded {
+							if err := decodeJoinRow(other, o.row); err != nil {
+								return j.stateError(ctx.Key(), err)
+							}
+						}
+						out.Collect(types.Row{Kind: r.Kind, Values: slices.Clone(sc.pair)})
+					}
+				}
+			}
+			off = o.end
+		}
+	}
+	sc.matched = matched
+	n := int64(len(matched))
+	// emit emits r joined with each matched row, as kind.
+	emit := func(kind changelog.RowKind) error {
+		for _, off := range matched {
+			o, _ := otherRows.rec(off)
+			row, err := j.pairOf(kind, r.Values, left, o.row)
+			if err != nil {
+				return j.stateError(ctx.Key(), err)
+			}
+			out.Collect(row)
+		}
+		return nil
+	}
+	// padOthers emits, as kind, the matched rows whose association count
+	// is at, padded with NULLs for this side.
+	padOthers := func(kind changelog.RowKind, at int64) error {
+		for _, off := range matched {
+			o, _ := otherRows.rec(off)
+			if o.assoc != at {
+				continue
+			}
+			row, err := j.padded(kind, !left, o.row)
+			if err != nil {
+				return j.stateError(ctx.Key(), err)
+			}
+			out.Collect(row)
+		}
+		return nil
+	}
+	padMine := func(kind changelog.RowKind) {
+		if left {
+			out.Collect(j.joined(kind, r.Values, j.nullsR))
+		} else {
+			out.Collect(j.joined(kind, j.nullsL, r.Values))
+		}
+	}
+	sc.enc = j.encode(sc.enc[:0], r.Values, left)
+	var err error
+	if r.Kind.IsAccumulate() {
+		if mineOuter && n == 0 {
+			padMine(changelog.Insert)
+		}
+		if otherOuter && n > 0 {
+			if err := padOthers(changelog.Delete, 0); err != nil {
+				return err
 			}
 		}
-		kind := changelog.Insert
-		if !mineOuter && !otherOuter {
-			kind = r.Kind
-		}
-		for _, i := range matched {
-			for range other[i].Count {
-				out.Collect(pair(kind, r.Values, other[i].Row.Values))
+		if !inline {
+			if err := emit(changelog.Insert); err != nil {
+				return err
 			}
 		}
-		// Appending writes past the end of the slice the state holds, which
-		// a checkpoint may be encoding, and never into it; an equal row
-		// already held gets an entry of its own rather than a copy of the
-		// list to count it.
-		mine = append(mine, joinRow{Row: types.Row{Values: r.Values}, Count: 1, Assoc: n})
+		if otherOuter && n > 0 {
+			// A new slice: the held one may be in a checkpoint.
+			if otherRows, err = otherRows.rewrite(-1, matched, 1); err != nil {
+				return j.stateError(ctx.Key(), err)
+			}
+		}
+		flags := byte(0)
+		if nullKey {
+			flags = joinNullKey
+		}
+		// Appending writes past the end of the slice the state holds,
+		// which a checkpoint may be encoding, and never into it.
+		mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
 	} else {
-		at := -1
-		for i, m := range mine {
-			if len(m.Row.Values) == len(r.Values) && sameValues(m.Row.Values, r.Values) {
-				at = i
-				break
-			}
+		keep := j.keepL
+		if !left {
+			keep = j.keepR
+		}
+		at, err := j.find(mineRows, r.Values, keep, sc.enc, mine)
+		if err != nil {
+			return j.stateError(ctx.Key(), err)
 		}
 		if at < 0 {
 			// A retraction of a row this side does not hold (its +I was
 			// filtered out upstream): there is nothing to retract.
 			return nil
 		}
-		// A copy: the held list may be in a checkpoint.
-		mine = append([]joinRow(nil), mine...)
-		if mine[at].Count--; mine[at].Count == 0 {
-			mine = append(mine[:at], mine[at+1:]...)
-		}
 		if n == 0 {
 			if mineOuter {
-				out.Collect(padMine(changelog.Delete, r.Values))
+				padMine(changelog.Delete)
 			}
 		} else {
 			kind := r.Kind
 			if mineOuter {
 				kind = changelog.Delete
 			}
-			for _, i := range matched {
-				for range other[i].Count {
-					out.Collect(pair(kind, r.Values, other[i].Row.Values))
-				}
+			if err := emit(kind); err != nil {
+				return err
 			}
 			if otherOuter {
-				other = append([]joinRow(nil), other...)
-				for _, i := range matched {
-					if other[i].Assoc == 1 {
-						for range other[i].Count {
-							out.Collect(padOther(changelog.Insert, other[i].Row.Values))
-						}
-					}
-					other[i].Assoc--
+				if err := padOthers(changelog.Insert, 1); err != nil {
+					return err
+				}
+				if otherRows, err = otherRows.rewrite(-1, matched, -1); err != nil {
+					return j.stateError(ctx.Key(), err)
 				}
 			}
 		}
+		// New slices: the held ones may be in a checkpoint.
+		if mineRows, err = mineRows.rewrite(at, nil, 0); err != nil {
+			return j.stateError(ctx.Key(), err)
+		}
 	}
 	if left {
-		st = joinState{Left: mine, Right: other}
+		st = joinState{Left: mineRows, Right: otherRows}
 	} else {
-		st = joinState{Left: other, Right: mine}
+		st = joinState{Left: otherRows, Right: mineRows}
 	}
 	if len(st.Left) == 0 && len(st.Right) == 0 {
 		ctx.Clear()
@@ -276,14 +440,75 @@ func (b *builder) join(n *planner.Join) (clink.Stream[types.Row], error) {
 	}
 	j := &regularJoin{n: n, uid: n.UID(), nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
 		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
-	cs := clink.Connect(clink.KeyBy(l, joinKeyOf(n.Keys, true)), clink.KeyBy(r, joinKeyOf(n.Keys, false)))
-	return clink.CoProcess(cs, n.UID(),
-		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
-			return j.process(ctx, row, out, true)
+	if reads := b.joinReads[n.UID()]; reads != nil && (n.Condition == nil || n.CondReads != nil) {
+		keep := slices.Clone(reads)
+		for i, c := range n.CondReads {
+			keep[i] = keep[i] || c
+		}
+		if slices.Contains(keep, false) {
+			j.keepL, j.keepR = keep[:j.nl], keep[j.nl:]
+		}
+	}
+	if intJoinKey(n.Keys, n.Left.Fields(), n.Right.Fields()) {
+		k := n.Keys[0]
+		return joinOn(j, l, r, intKeyOf(k.Left, k.LeftCast), intKeyOf(k.Right, k.RightCast)), nil
+	}
+	return joinOn(j, l, r, joinKeyOf(n.Keys, true), joinKeyOf(n.Keys, false)), nil
+}
+
+// joinOn runs j over both inputs keyed by keyL and keyR.
+func joinOn[K comparable](j *regularJoin, l, r clink.Stream[types.Row], keyL, keyR func(types.Row) K) clink.Stream[types.Row] {
+	cs := clink.Connect(clink.KeyBy(l, keyL), clink.KeyBy(r, keyR))
+	return clink.CoProcess(cs, j.uid,
+		func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return processJoin(j, ctx, row, out, true)
 		},
-		func(ctx *clink.KeyedContext[string, joinState], row types.Row, out *clink.Collector[types.Row]) error {
-			return j.process(ctx, row, out, false)
-		}), nil
+		func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+			return processJoin(j, ctx, row, out, false)
+		})
+}
+
+// intJoinKey reports whether a join's keys are one integer on each side,
+// compared as integers (any cast widens one integer type to another) and
+// where NULL equals nothing. Such a join keys its state by the int64
+// itself rather than by an encoded string: no string per row, and a
+// key's slot in the state table holds no pointer. A row whose key is
+// NULL goes under key 0, flagged as meeting no row (joinNullKey).
+func intJoinKey(keys []planner.JoinKey, lf, rf []types.Field) bool {
+	if len(keys) != 1 || keys[0].NullSafe {
+		return false
+	}
+	k := keys[0]
+	if !lf[k.Left].Type.Kind.IsInteger() || !rf[k.Right].Type.Kind.IsInteger() {
+		return false
+	}
+	for _, c := range []*expr.Compiled{k.LeftCast, k.RightCast} {
+		if c != nil && !c.Type.Kind.IsInteger() {
+			return false
+		}
+	}
+	return true
+}
+
+// intKeyOf returns the function that gives the join key of a row whose
+// key is column col (converted by cast, if not nil), for intJoinKey's
+// joins: 0 for NULL, and for a conversion that fails (widening integers
+// does not).
+func intKeyOf(col int, cast *expr.Compiled) func(types.Row) int64 {
+	return func(r types.Row) int64 {
+		v := r.Values[col]
+		if cast != nil {
+			c, err := cast.Eval(r.Values)
+			if err != nil {
+				return 0
+			}
+			v = c
+		}
+		if v.IsNull() {
+			return 0
+		}
+		return v.Int64()
+	}
 }
 
 // byRowtime stamps each row with its rowtime column, dropping rows

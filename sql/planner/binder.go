@@ -326,8 +326,43 @@ func (p *Planner) calc(n Node, scope expr.Scope, where ast.Expr, exprs []ast.Exp
 		}
 		c.fields = append(c.fields, types.Field{Name: names[i], Type: typ})
 	}
+	c.reads = readColumns(scope, len(n.Fields()), append([]ast.Expr{where}, exprs...)...)
 	assignUID(c, "")
 	return c, nil
+}
+
+// readColumns returns which of the n columns of scope the expressions
+// read, or nil when an expression holds something whose reads are not
+// followed here (a star, a subquery, an OVER call, table arguments) or a
+// reference that does not resolve to one of the n columns.
+func readColumns(scope expr.Scope, n int, es ...ast.Expr) []bool {
+	reads := make([]bool, n)
+	known := true
+	for _, e := range es {
+		walk(e, func(x ast.Expr) bool {
+			switch x := x.(type) {
+			case *ast.ColumnRef:
+				c, err := scope.Resolve(x)
+				if err != nil || c.Index < 0 || c.Index >= n {
+					known = false
+				} else {
+					reads[c.Index] = true
+				}
+			case *ast.Star, *ast.Subquery, *ast.InSubquery, *ast.Exists, *ast.TableArg, *ast.Descriptor,
+				*ast.NamedArg, *ast.GroupingSets, *ast.Rollup, *ast.Cube:
+				known = false
+			case *ast.Call:
+				if x.Over != nil {
+					known = false
+				}
+			}
+			return known
+		})
+	}
+	if !known {
+		return nil
+	}
+	return reads
 }
 
 // itemName is the output name of a select item: its alias, the column it

@@ -56,6 +56,9 @@ type JoinSpec struct {
 	Condition *expr.Compiled
 	// Text is the join condition as EXPLAIN prints it.
 	Text string
+	// CondReads are the columns of a joined row that Condition reads
+	// (true at their index); nil when that is not known.
+	CondReads []bool
 }
 
 // Join is a regular join (Flink's StreamingJoinOperator): each side's
@@ -429,6 +432,7 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 		if spec.Condition, err = p.compiler.Compile(c, scope); err != nil {
 			return relation{}, err
 		}
+		spec.CondReads = readColumns(scope, nl+len(right.node.Fields()), c)
 	}
 	if c := and(append(slices.Clone(keyText), rest...)); c != nil {
 		spec.Text = c.String()

@@ -73,7 +73,14 @@ type Calc struct {
 	// procAttr is the output column that is the processing-time attribute
 	// plus one (0: none); see proctimeOf.
 	procAttr int
+	// reads is what Reads returns.
+	reads []bool
 }
+
+// Reads returns which input columns the filter and the projections read
+// (true at their index), or nil when that is not known: any column may
+// be read.
+func (n *Calc) Reads() []bool { return n.reads }
 
 // WatermarkAssigner gives rows their event time from the rowtime column
 // and emits watermarks `max(rowtime) - Delay`.

@@ -428,3 +428,29 @@ func DecodeKeyValue(key string) (Value, int, error) {
 	v, err := d.value(0)
 	return v, d.off, err
 }
+
+// AppendValues appends the encodings of vs to b, one after the other
+// (AppendKey's encoding), without a kind or a count: the compact form of
+// a row for a reader that knows how many columns it has.
+func AppendValues(b []byte, vs []Value) []byte {
+	for _, v := range vs {
+		b = appendValue(b, v)
+	}
+	return b
+}
+
+// DecodeValuesInto decodes len(dst) values written by AppendValues from
+// the front of src into dst and returns the number of bytes read. String
+// and binary values share src's bytes rather than copying them, so src
+// must not change while they are in use.
+func DecodeValuesInto(dst []Value, src string) (int, error) {
+	d := decoder{src: src}
+	for i := range dst {
+		v, err := d.value(0)
+		if err != nil {
+			return 0, err
+		}
+		dst[i] = v
+	}
+	return d.off, nil
+}
