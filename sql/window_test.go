@@ -112,9 +112,9 @@ FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECON
 	}
 }
 
-// TestWindowDifferentialSQLite aggregates random rows in TUMBLE and HOP
-// windows through clink and through SQLite, which computes the windows as
-// (ts_ms / size) * size.
+// TestWindowDifferentialSQLite aggregates random rows in TUMBLE, HOP and
+// CUMULATE windows through clink and through SQLite, which computes the
+// windows as (ts_ms / size) * size.
 func TestWindowDifferentialSQLite(t *testing.T) {
 	const n = 3000
 	opts := map[string]string{"seed": "11", "fields.k.min": "0", "fields.k.max": "4", "fields.x.min": "-100", "fields.x.max": "100",
@@ -144,6 +144,9 @@ CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BI
 		{"HOP", "TABLE(HOP(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))",
 			"SELECT (ms / 10000 - o) * 10000 AS ws, (ms / 10000 - o) * 10000 + 30000, k, " + aggs +
 				" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) GROUP BY ws, k"},
+		{"CUMULATE", "TABLE(CUMULATE(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))",
+			"SELECT (ms / 30000) * 30000 AS ws, (ms / 10000 + 1 + o) * 10000 AS we, k, " + aggs +
+				" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) WHERE (ms / 10000 + 1 + o) * 10000 <= (ms / 30000) * 30000 + 30000 GROUP BY ws, we, k"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM %s GROUP BY window_start, window_end, k;",
