@@ -269,6 +269,10 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	// WindowTableFunction).
 	tc := n.TimeCol
 	in = clink.Filter(in, uid+".rowtime", func(r types.Row) bool { return !r.Values[tc].IsNull() })
+	sc, ec := n.StartCol, n.EndCol
+	if n.Attached {
+		in = clink.Filter(in, uid+".bounds", func(r types.Row) bool { return !r.Values[sc].IsNull() && !r.Values[ec].IsNull() })
+	}
 	if sl, ok := newSlicer(n); ok {
 		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz), nil
 	}
@@ -280,7 +284,14 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		}
 		wm := ctx.CurrentWatermark()
 		var buf [8]windowSpan
-		spans := assign.assign(buf[:0], ts)
+		var spans []windowSpan
+		if n.Attached {
+			// The window the row's bounds give (a row of a window
+			// aggregation below).
+			spans = append(buf[:0], windowSpan{r.Values[sc].EpochMillis(), r.Values[ec].EpochMillis()})
+		} else {
+			spans = assign.assign(buf[:0], ts)
+		}
 		var ferr error
 		arm, next := false, int64(0)
 		ctx.UpdateValue(func(st *windowState, ok bool) (*windowState, bool) {

@@ -39,6 +39,9 @@ type slicer struct {
 // newSlicer returns the slicer of n's windows, or false when they stay
 // per window.
 func newSlicer(n *planner.WindowAggregate) (slicer, bool) {
+	if n.Attached {
+		return slicer{}, false // a row is in the one window its columns give
+	}
 	for _, a := range n.Aggs {
 		if a.Func.Spec.Distinct {
 			return slicer{}, false
