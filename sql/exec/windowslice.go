@@ -184,7 +184,7 @@ func (c sliceCodec) Decode(src []byte) (*sliceState, int, error) {
 	}
 	used := 1
 	next, m := binary.Varint(src[used:])
-	if m <= 0 {
+	if m <= 0 || next != math.MinInt64 && !inTimeRange(next) {
 		return bad("bad next window end")
 	}
 	used += m
@@ -196,7 +196,7 @@ func (c sliceCodec) Decode(src []byte) (*sliceState, int, error) {
 	s := &sliceState{next: next, slices: make([]windowSlice, n)}
 	for i := range s.slices {
 		sl := &s.slices[i]
-		if sl.start, m = binary.Varint(src[used:]); m <= 0 {
+		if sl.start, m = binary.Varint(src[used:]); m <= 0 || !inTimeRange(sl.start) {
 			return bad("bad slice start")
 		}
 		used += m
@@ -273,6 +273,11 @@ func (st *sliceState) fire(sl slicer, wm int64, uid string, emit func(start, end
 		st.next = e + sl.g
 	}
 }
+
+// inTimeRange reports whether t is a time (ms since the epoch) far enough
+// from the ends of int64 that window ends computed from it do not wrap
+// (a decoded state that says otherwise is corrupt).
+func inTimeRange(t int64) bool { return t > math.MinInt64/4 && t < math.MaxInt64/4 }
 
 // slicedWindowAggregate is fixedWindowAggregate for the windows sl
 // slices.
