@@ -195,6 +195,11 @@ CREATE VIEW per_key AS SELECT k, COUNT(*) AS num, SUM(x) AS total, window_start 
 		" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) GROUP BY k, starttime)"
 	const epochMs = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT) * 1000"
 	ms := func(col string) string { return fmt.Sprintf(epochMs, col) }
+	// Grouped by window_start alone, the result is no window's: a
+	// regular, updating aggregation.
+	if plan := explain(t, table+"INSERT INTO p SELECT "+ms("starttime")+", 0, COUNT(*), MAX(num), SUM(total) FROM per_key GROUP BY starttime;"); !strings.Contains(plan, "GroupAggregate(groupBy=[starttime]") {
+		t.Errorf("want a GroupAggregate by starttime:\n%s", plan)
+	}
 	for _, tc := range []struct{ name, clink, sqlite, plan string }{
 		{"aggregate",
 			"SELECT " + ms("starttime") + ", " + ms("endtime") + ", COUNT(*), MAX(num), SUM(total) FROM per_key GROUP BY starttime, endtime",

@@ -482,17 +482,14 @@ func attachedWindow(rel relation, groups []ast.Expr, winRole []int) *WindowAggre
 		if !ok || len(r.Parts) > 2 || len(r.Parts) == 2 && r.Parts[0] != rel.name {
 			continue
 		}
-		col := -1
+		col, n := -1, 0
 		for k, f := range rel.node.Fields() {
 			if f.Name == r.Parts[len(r.Parts)-1] {
-				if col >= 0 {
-					return nil // ambiguous: leave it to the binder
-				}
-				col = k
+				col, n = k, n+1
 			}
 		}
-		if col < 0 {
-			continue
+		if n != 1 {
+			continue // none, or ambiguous: the binder says so
 		}
 		o, oc := traceColumn(rel.node, col)
 		wa, ok := o.(*WindowAggregate)
