@@ -112,9 +112,9 @@ FROM TABLE(HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECON
 	}
 }
 
-// TestWindowDifferentialSQLite aggregates random rows in TUMBLE and HOP
-// windows through clink and through SQLite, which computes the windows as
-// (ts_ms / size) * size.
+// TestWindowDifferentialSQLite aggregates random rows in TUMBLE, HOP and
+// CUMULATE windows through clink and through SQLite, which computes the
+// windows as (ts_ms / size) * size.
 func TestWindowDifferentialSQLite(t *testing.T) {
 	const n = 3000
 	opts := map[string]string{"seed": "11", "fields.k.min": "0", "fields.k.max": "4", "fields.x.min": "-100", "fields.x.max": "100",
@@ -144,11 +144,82 @@ CREATE TABLE p (ws BIGINT, we BIGINT, k INT, n BIGINT, c BIGINT, s BIGINT, lo BI
 		{"HOP", "TABLE(HOP(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))",
 			"SELECT (ms / 10000 - o) * 10000 AS ws, (ms / 10000 - o) * 10000 + 30000, k, " + aggs +
 				" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) GROUP BY ws, k"},
+		{"CUMULATE", "TABLE(CUMULATE(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))",
+			"SELECT (ms / 30000) * 30000 AS ws, (ms / 10000 + 1 + o) * 10000 AS we, k, " + aggs +
+				" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) WHERE (ms / 10000 + 1 + o) * 10000 <= (ms / 30000) * 30000 + 30000 GROUP BY ws, we, k"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := fmt.Sprintf("INSERT INTO p SELECT %s, %s, k, %s FROM %s GROUP BY window_start, window_end, k;",
 				fmt.Sprintf(epochMs, "window_start"), fmt.Sprintf(epochMs, "window_end"), aggs, tc.clink)
 			got := lines(t, run(t, table+q, 2))
+			for i, l := range got {
+				got[i] = strings.TrimPrefix(l, "+I")
+			}
+			want := queryRows(t, db, tc.sqlite)
+			if len(got) == 0 || !slices.Equal(got, want) {
+				t.Fatalf("clink and SQLite differ (%d and %d rows)\nclink:  %v\nsqlite: %v", len(got), len(want), got, want)
+			}
+		})
+	}
+}
+
+// TestWindowCascadeDifferentialSQLite aggregates the result of a HOP
+// aggregation again by its window_start and window_end, and joins the two
+// as Nexmark q5 does, through clink and SQLite. Grouped so, the second
+// aggregation is a window aggregation of the same windows (insert-only),
+// and the join a window join.
+func TestWindowCascadeDifferentialSQLite(t *testing.T) {
+	const n = 3000
+	opts := map[string]string{"seed": "23", "fields.k.min": "0", "fields.k.max": "9", "fields.x.min": "-100", "fields.x.max": "100",
+		"fields.ms.min": "0", "fields.ms.max": "300000"}
+	var with []string
+	for _, k := range []string{"seed", "fields.k.min", "fields.k.max", "fields.x.min", "fields.x.max", "fields.ms.min", "fields.ms.max"} {
+		with = append(with, fmt.Sprintf("'%s' = '%s'", k, opts[k]))
+	}
+	table := fmt.Sprintf(`
+CREATE TABLE r (k INT, x BIGINT, ms BIGINT, ts AS CAST(TO_TIMESTAMP_LTZ(ms, 3) AS TIMESTAMP(3)),
+  WATERMARK FOR ts AS ts - INTERVAL '400' SECOND) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '%d', %s);
+CREATE TABLE p (ws BIGINT, we BIGINT, a BIGINT, b BIGINT, c BIGINT) WITH ('connector' = 'print');
+CREATE VIEW per_key AS SELECT k, COUNT(*) AS num, SUM(x) AS total, window_start AS starttime, window_end AS endtime
+  FROM TABLE(HOP(TABLE r, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '30' SECOND))
+  GROUP BY k, window_start, window_end;
+`, n, strings.Join(with, ", "))
+	gen, err := datagen.New([]datagen.Field{{Name: "k", Type: types.IntType}, {Name: "x", Type: types.BigIntType}, {Name: "ms", Type: types.BigIntType}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := loadSQLite(t, gen, n, "CREATE TABLE r (k INTEGER, x INTEGER, ms INTEGER)", func(r types.Row) []any {
+		return []any{r.Values[0].Int64(), r.Values[1].Int64(), r.Values[2].Int64()}
+	})
+	const perKey = "(SELECT k, COUNT(*) AS num, SUM(x) AS total, (ms / 10000 - o) * 10000 AS starttime, (ms / 10000 - o) * 10000 + 30000 AS endtime" +
+		" FROM r, (SELECT 0 AS o UNION ALL SELECT 1 UNION ALL SELECT 2) GROUP BY k, starttime)"
+	const epochMs = "CAST(UNIX_TIMESTAMP(CAST(%s AS STRING)) AS BIGINT) * 1000"
+	ms := func(col string) string { return fmt.Sprintf(epochMs, col) }
+	// Grouped by window_start alone, the result is no window's: a
+	// regular, updating aggregation.
+	if plan := explain(t, table+"INSERT INTO p SELECT "+ms("starttime")+", 0, COUNT(*), MAX(num), SUM(total) FROM per_key GROUP BY starttime;"); !strings.Contains(plan, "GroupAggregate(groupBy=[starttime]") {
+		t.Errorf("want a GroupAggregate by starttime:\n%s", plan)
+	}
+	for _, tc := range []struct{ name, clink, sqlite, plan string }{
+		{"aggregate",
+			"SELECT " + ms("starttime") + ", " + ms("endtime") + ", COUNT(*), MAX(num), SUM(total) FROM per_key GROUP BY starttime, endtime",
+			"SELECT starttime, endtime, COUNT(*), MAX(num), SUM(total) FROM " + perKey + " GROUP BY starttime, endtime",
+			"WindowAggregate(window=[HOP(win_start=[starttime], win_end=[endtime]"},
+		{"join",
+			"SELECT " + ms("A.starttime") + ", " + ms("A.endtime") + ", A.k, A.num, M.maxn FROM per_key AS A JOIN " +
+				"(SELECT MAX(num) AS maxn, starttime, endtime FROM per_key GROUP BY starttime, endtime) AS M " +
+				"ON A.starttime = M.starttime AND A.endtime = M.endtime AND A.num >= M.maxn",
+			"SELECT A.starttime, A.endtime, A.k, A.num, M.maxn FROM " + perKey + " AS A JOIN " +
+				"(SELECT MAX(num) AS maxn, starttime, endtime FROM " + perKey + " GROUP BY starttime, endtime) AS M " +
+				"ON A.starttime = M.starttime AND A.endtime = M.endtime AND A.num >= M.maxn",
+			"WindowJoin("},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := table + "INSERT INTO p " + tc.clink + ";"
+			if plan := explain(t, script); !strings.Contains(plan, tc.plan) {
+				t.Errorf("want %s in the plan:\n%s", tc.plan, plan)
+			}
+			got := lines(t, run(t, script, 2))
 			for i, l := range got {
 				got[i] = strings.TrimPrefix(l, "+I")
 			}
@@ -481,8 +552,9 @@ func lateEventFiles(t *testing.T, dir string, from, to, lateFrom int) [][3]int64
 }
 
 // TestWindowAggregateLateRowsRestore runs HOP and CUMULATE aggregations
-// over files with late events, stops each job mid-way and restores it from
-// its latest checkpoint: the exactly-once output must hold every window
+// (and a HOP aggregation aggregated again by its windows) over files with
+// late events, stops each job mid-way and restores it from its latest
+// checkpoint: the exactly-once output must hold every window
 // of the on-time events once with its full count and sum, and nothing of
 // the late ones (dropped: their windows fired before they came).
 func TestWindowAggregateLateRowsRestore(t *testing.T) {
@@ -490,6 +562,9 @@ func TestWindowAggregateLateRowsRestore(t *testing.T) {
 	for _, tc := range []struct {
 		name, tvf string
 		windows   func(ms int64) [][2]int64
+		// cascade runs the aggregation in two steps: the per-window
+		// result aggregated again by its window_start and window_end.
+		cascade bool
 	}{
 		{"HOP", "HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '2' SECOND)", func(ms int64) [][2]int64 {
 			var ws [][2]int64
@@ -497,7 +572,7 @@ func TestWindowAggregateLateRowsRestore(t *testing.T) {
 				ws = append(ws, [2]int64{start, start + 2000})
 			}
 			return ws
-		}},
+		}, false},
 		{"CUMULATE", "CUMULATE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '3' SECOND)", func(ms int64) [][2]int64 {
 			var ws [][2]int64
 			start := ms / 3000 * 3000
@@ -505,7 +580,14 @@ func TestWindowAggregateLateRowsRestore(t *testing.T) {
 				ws = append(ws, [2]int64{start, end})
 			}
 			return ws
-		}},
+		}, false},
+		{"HOP-cascade", "HOP(TABLE events, DESCRIPTOR(ts), INTERVAL '1' SECOND, INTERVAL '2' SECOND)", func(ms int64) [][2]int64 {
+			var ws [][2]int64
+			for start := ms / 1000 * 1000; start > ms-2000; start -= 1000 {
+				ws = append(ws, [2]int64{start, start + 2000})
+			}
+			return ws
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in, out, ckpt := t.TempDir(), t.TempDir(), t.TempDir()
@@ -521,6 +603,15 @@ func TestWindowAggregateLateRowsRestore(t *testing.T) {
 				}
 			}
 			stamp := func(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02 15:04:05.000") }
+			query := fmt.Sprintf(`SELECT window_start, window_end, k, COUNT(*), SUM(id)
+FROM TABLE(%s)
+GROUP BY window_start, window_end, k`, tc.tvf)
+			if tc.cascade {
+				query = fmt.Sprintf(`SELECT ws, we, k, SUM(n), SUM(s) FROM (
+  SELECT window_start AS ws, window_end AS we, k, COUNT(*) AS n, SUM(id) AS s FROM TABLE(%s)
+  GROUP BY window_start, window_end, k)
+GROUP BY ws, we, k`, tc.tvf)
+			}
 			var want []string
 			for w, c := range count {
 				want = append(want, fmt.Sprintf("%s,%s,k%d,%d,%d", stamp(w.start), stamp(w.end), w.k, c, sum[w]))
@@ -533,10 +624,8 @@ CREATE TABLE events (id BIGINT, k STRING, ts TIMESTAMP(3), WATERMARK FOR ts AS t
 CREATE TABLE windows (window_start TIMESTAMP(3), window_end TIMESTAMP(3), k STRING, n BIGINT, s BIGINT) WITH (
   'connector' = 'filesystem', 'path' = '%s', 'format' = 'csv', 'sink.delivery-guarantee' = 'exactly_once');
 INSERT INTO windows
-SELECT window_start, window_end, k, COUNT(*), SUM(id)
-FROM TABLE(%s)
-GROUP BY window_start, window_end, k;
-`, in, out, tc.tvf)
+%s;
+`, in, out, query)
 			// Stop the first run once it committed its first windows.
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

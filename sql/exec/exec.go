@@ -16,6 +16,8 @@
 //	WindowAggregate    clink.KeyBy on the encoded group key + clink.KeyedProcess:
 //	                   the key's open windows with live accumulators in value
 //	                   state, one event-time timer per key (windowagg.go);
+//	                   HOP and CUMULATE: per-key slices merged when a
+//	                   window fires (windowslice.go);
 //	                   SESSION: clink.Aggregate with accumulators encoded per
 //	                   window, merged when sessions merge; also
 //	                   GroupWindowAggregate

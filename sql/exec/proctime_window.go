@@ -80,21 +80,7 @@ func (b *builder) procWindowAggregate(n *planner.WindowAggregate) (clink.Stream[
 					i = len(st.wins) - 1
 					ctx.RegisterProcessingTimeTimer(start + size)
 				}
-				for j, a := range aggs {
-					if a.Filter >= 0 {
-						if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
-							continue
-						}
-					}
-					v := types.Null
-					if a.Arg >= 0 {
-						v = r.Values[a.Arg]
-					}
-					if err := st.wins[i].accs[j].Add(v); err != nil {
-						ferr = fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
-						break
-					}
-				}
+				ferr = accumulate(st.wins[i].accs, aggs, r, uid)
 				return st, true
 			})
 			return ferr

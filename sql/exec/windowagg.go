@@ -20,6 +20,11 @@ import (
 // window, not one per window. When it fires, every window of the key the
 // watermark has passed fires, and the timer is set again at the end of the
 // earliest window left. SESSION windows merge and keep clink.Aggregate.
+//
+// That per-window layout serves TUMBLE and the aggregates with DISTINCT;
+// HOP and CUMULATE windows, which overlap, are sliced instead (see
+// windowslice.go): a row updates one slice, and a window merges its slices
+// when it fires.
 
 // openWindow is one open window of a group key: its bounds and its live
 // accumulators.
@@ -79,19 +84,27 @@ func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, a
 		}
 		i--
 	}
-	k := len(aggs)
-	if len(s.spare) < k {
-		s.spare = make([]expr.Accumulator, k*min(max(len(s.wins), 1), 64))
-	}
-	accs := s.spare[:k:k]
-	s.spare = s.spare[k:]
-	for j, a := range aggs {
-		accs[j] = a.Func.New()
-	}
+	accs := newAccs(&s.spare, aggs, len(s.wins))
 	s.wins = append(s.wins, openWindow{})
 	copy(s.wins[i+1:], s.wins[i:])
 	s.wins[i] = openWindow{start: start, end: end, accs: accs}
 	return i, true
+}
+
+// newAccs returns new accumulators of aggs in room taken from spare. When
+// spare is used up it is refilled with room for as many sets as open
+// (at least 1, at most 64): a key with many open windows opens many.
+func newAccs(spare *[]expr.Accumulator, aggs []planner.AggCall, open int) []expr.Accumulator {
+	k := len(aggs)
+	if len(*spare) < k {
+		*spare = make([]expr.Accumulator, k*min(max(open, 1), 64))
+	}
+	accs := (*spare)[:k:k]
+	*spare = (*spare)[k:]
+	for j, a := range aggs {
+		accs[j] = a.Func.New()
+	}
+	return accs
 }
 
 // windowCodec encodes a windowState: the number of windows, then per
@@ -106,18 +119,45 @@ func (c windowCodec) Append(dst []byte, s *windowState) []byte {
 	for _, w := range s.wins {
 		dst = binary.AppendVarint(dst, w.start)
 		dst = binary.AppendVarint(dst, w.end)
-		for _, a := range w.accs {
-			enc, err := a.MarshalBinary()
-			if err != nil {
-				// The accumulators of sql/expr encode without failing; a
-				// failure would be a bug, and a checkpoint must not hide it.
-				panic(fmt.Sprintf("operator %s: encoding an accumulator: %v", c.uid, err))
-			}
-			dst = binary.AppendUvarint(dst, uint64(len(enc)))
-			dst = append(dst, enc...)
-		}
+		dst = appendAccs(dst, w.accs, c.uid)
 	}
 	return dst
+}
+
+// appendAccs appends each accumulator's encoding with its length.
+func appendAccs(dst []byte, accs []expr.Accumulator, uid string) []byte {
+	for _, a := range accs {
+		enc, err := a.MarshalBinary()
+		if err != nil {
+			// The accumulators of sql/expr encode without failing; a
+			// failure would be a bug, and a checkpoint must not hide it.
+			panic(fmt.Sprintf("operator %s: encoding an accumulator: %v", uid, err))
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(enc)))
+		dst = append(dst, enc...)
+	}
+	return dst
+}
+
+// decodeAccs decodes the accumulators of aggs that appendAccs wrote at the
+// start of src, and how many bytes they took.
+func decodeAccs(src []byte, aggs []planner.AggCall, uid string) ([]expr.Accumulator, int, error) {
+	accs := make([]expr.Accumulator, len(aggs))
+	used := 0
+	for j, a := range aggs {
+		l, m := binary.Uvarint(src[used:])
+		if m <= 0 || l > uint64(len(src)-used-m) {
+			return nil, 0, fmt.Errorf("operator %s: window state: %s's accumulator is truncated", uid, a.Text)
+		}
+		used += m
+		acc, err := a.Func.Decode(src[used : used+int(l)])
+		if err != nil {
+			return nil, 0, fmt.Errorf("operator %s: %w", uid, err)
+		}
+		accs[j] = acc
+		used += int(l)
+	}
+	return accs, used, nil
 }
 
 func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
@@ -140,20 +180,11 @@ func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
 			return bad("bad window end")
 		}
 		used += m
-		w.accs = make([]expr.Accumulator, len(c.aggs))
-		for j, a := range c.aggs {
-			l, m := binary.Uvarint(src[used:])
-			if m <= 0 || l > uint64(len(src)-used-m) {
-				return bad(a.Text + "'s accumulator is truncated")
-			}
-			used += m
-			acc, err := a.Func.Decode(src[used : used+int(l)])
-			if err != nil {
-				return nil, 0, fmt.Errorf("operator %s: %w", c.uid, err)
-			}
-			w.accs[j] = acc
-			used += int(l)
+		var err error
+		if w.accs, m, err = decodeAccs(src[used:], c.aggs, c.uid); err != nil {
+			return nil, 0, err
 		}
+		used += m
 	}
 	return s, used, nil
 }
@@ -238,6 +269,13 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	// WindowTableFunction).
 	tc := n.TimeCol
 	in = clink.Filter(in, uid+".rowtime", func(r types.Row) bool { return !r.Values[tc].IsNull() })
+	sc, ec := n.StartCol, n.EndCol
+	if n.Attached {
+		in = clink.Filter(in, uid+".bounds", func(r types.Row) bool { return !r.Values[sc].IsNull() && !r.Values[ec].IsNull() })
+	}
+	if sl, ok := newSlicer(n); ok {
+		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz), nil
+	}
 
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
 		ts := ctx.Timestamp()
@@ -246,7 +284,14 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		}
 		wm := ctx.CurrentWatermark()
 		var buf [8]windowSpan
-		spans := assign.assign(buf[:0], ts)
+		var spans []windowSpan
+		if n.Attached {
+			// The window the row's bounds give (a row of a window
+			// aggregation below).
+			spans = append(buf[:0], windowSpan{r.Values[sc].EpochMillis(), r.Values[ec].EpochMillis()})
+		} else {
+			spans = assign.assign(buf[:0], ts)
+		}
 		var ferr error
 		arm, next := false, int64(0)
 		ctx.UpdateValue(func(st *windowState, ok bool) (*windowState, bool) {
@@ -259,22 +304,8 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				}
 				i, added := st.window(sp.start, sp.end, aggs)
 				arm = arm || added && i == 0
-				for j, a := range aggs {
-					if a.Filter >= 0 {
-						if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
-							continue
-						}
-					}
-					v := types.Null
-					if a.Arg >= 0 {
-						v = r.Values[a.Arg]
-					}
-					if err := st.wins[i].accs[j].Add(v); err != nil {
-						// The accumulators may be half-changed: fail the job
-						// (the state is restored from the last checkpoint).
-						ferr = fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
-						return st, true
-					}
+				if ferr = accumulate(st.wins[i].accs, aggs, r, uid); ferr != nil {
+					return st, true
 				}
 			}
 			if st == nil {
@@ -311,20 +342,9 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			done := 0
 			for done < len(st.wins) && st.wins[done].end-1 <= wm {
 				w := &st.wins[done]
-				vals, err := appendKey(make([]types.Value, 0, len(keys)+len(aggs)+3), ctx.Key(), len(keys))
-				if err != nil {
-					ferr = fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+				if ferr = emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, uid); ferr != nil {
 					return st, true
 				}
-				for _, a := range w.accs {
-					vals = append(vals, a.Result())
-				}
-				wt := types.Timestamp(w.end-1, 0, 3)
-				if ltz {
-					wt = types.TimestampLTZ(w.end-1, 0, 3)
-				}
-				vals = append(vals, types.Timestamp(w.start, 0, 3), types.Timestamp(w.end, 0, 3), wt)
-				out.CollectWithTimestamp(types.Row{Kind: changelog.Insert, Values: vals}, w.end-1)
 				clear(w.accs) // it may share its array with open windows
 				*w = openWindow{}
 				done++
@@ -351,6 +371,47 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		ValueCodec:     windowCodec{aggs: aggs, uid: uid},
 		ValueCopy:      (*windowState).clone,
 	}), nil
+}
+
+// accumulate adds row r to the accumulators of one window (or slice).
+func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, uid string) error {
+	for j, a := range aggs {
+		if a.Filter >= 0 {
+			if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
+				continue
+			}
+		}
+		v := types.Null
+		if a.Arg >= 0 {
+			v = r.Values[a.Arg]
+		}
+		if err := accs[j].Add(v); err != nil {
+			// The accumulators may be half-changed: fail the job (the
+			// state is restored from the last checkpoint).
+			return fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
+		}
+	}
+	return nil
+}
+
+// emitWindow emits the result row of window [start, end) of the group key
+// k (nk values): +I of the keys, the accumulators' results, window_start,
+// window_end and window_time, at the window's last millisecond.
+func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, uid string) error {
+	vals, err := appendKey(make([]types.Value, 0, nk+len(accs)+3), k, nk)
+	if err != nil {
+		return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+	}
+	for _, a := range accs {
+		vals = append(vals, a.Result())
+	}
+	wt := types.Timestamp(end-1, 0, 3)
+	if ltz {
+		wt = types.TimestampLTZ(end-1, 0, 3)
+	}
+	vals = append(vals, types.Timestamp(start, 0, 3), types.Timestamp(end, 0, 3), wt)
+	out.CollectWithTimestamp(types.Row{Kind: changelog.Insert, Values: vals}, end-1)
+	return nil
 }
 
 // appendKey appends the n values of an encoded group key to dst (they

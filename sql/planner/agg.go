@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -328,6 +329,17 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 	winRole := make([]int, len(groups))
 	keyGroups := groups
 	preIn, preScope := rel.node, scope
+	var attached *WindowAggregate
+	if !windowed {
+		if attached = attachedWindow(rel, groups, winRole); attached != nil {
+			keyGroups = nil
+			for i, g := range groups {
+				if winRole[i] < 0 {
+					keyGroups = append(keyGroups, g)
+				}
+			}
+		}
+	}
 	if windowed {
 		keyGroups = nil
 		has := [3]bool{}
@@ -408,12 +420,27 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		pre = append(pre, timeRef)
 		preNames = append(preNames, tvf.Input.Fields()[tvf.TimeCol].Name)
 	}
+	if attached != nil {
+		// The window's bounds, last: window_start, then window_end.
+		for role := range 2 {
+			i := slices.Index(winRole, role)
+			pre = append(pre, groups[i])
+			r := groups[i].(*ast.ColumnRef)
+			preNames = append(preNames, r.Parts[len(r.Parts)-1])
+		}
+	}
 	in, err := p.calc(preIn, preScope, s.Where, pre, preNames)
 	if err != nil {
 		return nil, err
 	}
 	if windowed {
-		return p.windowAggregate(tvf, in, scope, s, aggs, refs, groups, winRole, post, having, names)
+		w := &WindowAggregate{Input: in, Window: tvf.Window, TimeCol: len(in.Fields()) - 1, Legacy: tvf.timeRef != nil}
+		return p.windowAggregate(w, scope, s, aggs, refs, groups, winRole, post, having, names)
+	}
+	if attached != nil {
+		n := len(in.Fields())
+		attached.Input, attached.StartCol, attached.EndCol, attached.TimeCol = in, n-2, n-1, n-1
+		return p.windowAggregate(attached, scope, s, aggs, refs, groups, winRole, post, having, names)
 	}
 	g := &GroupAggregate{Input: in}
 	g.rowtime = -1
@@ -433,6 +460,55 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		g.fields = append(g.fields, types.Field{Name: name, Type: a.Func.Result})
 	}
 	return p.postCalc(g, g.fields, len(groups), cols, scope, having, post, names)
+}
+
+// attachedWindow finds, among the groups of an aggregation over rel, the
+// window_start and window_end (and maybe window_time) of one event-time
+// window aggregation below rel, passed through projections: grouped by
+// them, the aggregation is a window aggregation over the same windows,
+// each row in the window its bounds give (Flink's attached windowing), and
+// its result is insert-only. It sets winRole as the aggregate's planning
+// does for a window TVF and returns the WindowAggregate to fill in, or nil.
+func attachedWindow(rel relation, groups []ast.Expr, winRole []int) *WindowAggregate {
+	if rel.node.Updating() {
+		return nil
+	}
+	var origin Node
+	var spec WindowSpec
+	has := [3]bool{}
+	for i, g := range groups {
+		winRole[i] = -1
+		r, ok := g.(*ast.ColumnRef)
+		if !ok || len(r.Parts) > 2 || len(r.Parts) == 2 && r.Parts[0] != rel.name {
+			continue
+		}
+		col, n := -1, 0
+		for k, f := range rel.node.Fields() {
+			if f.Name == r.Parts[len(r.Parts)-1] {
+				col, n = k, n+1
+			}
+		}
+		if n != 1 {
+			continue // none, or ambiguous: the binder says so
+		}
+		o, oc := traceColumn(rel.node, col)
+		wa, ok := o.(*WindowAggregate)
+		if !ok {
+			continue
+		}
+		sp, role := windowRole(wa, oc)
+		if role < 0 || sp.Kind == Session || origin != nil && origin != o || has[role] {
+			continue
+		}
+		origin, spec, winRole[i], has[role] = o, sp, role, true
+	}
+	if !has[0] || !has[1] {
+		for i := range winRole {
+			winRole[i] = -1
+		}
+		return nil
+	}
+	return &WindowAggregate{Window: spec, Attached: true}
 }
 
 // postCalc names an aggregation's results after the select items that are

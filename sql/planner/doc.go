@@ -11,9 +11,11 @@
 //	WatermarkAssigner event time and watermarks of a table's rowtime column
 //	GroupAggregate    GROUP BY / DISTINCT with retracting accumulators
 //	WindowTableFunction TUMBLE/HOP/CUMULATE: a row per window it falls in
-//	WindowAggregate   GROUP BY window_start, window_end over a window TVF:
-//	                  insert-only, one row per key and window; TUMBLE over
-//	                  a PROCTIME() column follows the wall clock
+//	WindowAggregate   GROUP BY window_start, window_end over a window TVF
+//	                  (or over the result of a window aggregation, whose
+//	                  window columns then give a row's window): insert-only,
+//	                  one row per key and window; TUMBLE over a PROCTIME()
+//	                  column follows the wall clock
 //	LookupJoin        JOIN t FOR SYSTEM_TIME AS OF proctime: each row joined
 //	                  with a bounded table read whole (lookup.go)
 //	Rank              ROW_NUMBER/RANK/DENSE_RANK Top-N per partition: updating

@@ -125,6 +125,13 @@ type WindowAggregate struct {
 	// Legacy marks a group window aggregation (GROUP BY TUMBLE(ts, ...)):
 	// the same operator, shown as Flink's GroupWindowAggregate.
 	Legacy bool
+	// Attached marks a window aggregation over the result of another one
+	// (GROUP BY the window_start and window_end it emitted; Flink's
+	// attached windowing): a row's window is not assigned from its time
+	// but read from its input columns StartCol and EndCol. Window is the
+	// windows of the aggregation below.
+	Attached         bool
+	StartCol, EndCol int
 }
 
 func (n *WindowTableFunction) exchange(int) ([]int, bool) {
@@ -157,6 +164,12 @@ func (n *WindowAggregate) args() string {
 		keys = append(keys, in[k].Name)
 	}
 	s := "window=[" + n.Window.String() + "], "
+	if n.Attached {
+		// As Flink prints a window attached to its input's columns.
+		w := n.Window.String()
+		w = strings.Replace(w, "time_col=["+n.Window.TimeCol+"]", "win_start=["+in[n.StartCol].Name+"], win_end=["+in[n.EndCol].Name+"]", 1)
+		s = "window=[" + w + "], "
+	}
 	if len(keys) > 0 {
 		s += "groupBy=[" + strings.Join(keys, ", ") + "], "
 	}
@@ -386,12 +399,13 @@ func windowColumnRef(e ast.Expr) *ast.ColumnRef {
 	return found
 }
 
-// windowAggregate plans the WindowAggregate over in (the Calc computing
-// the keys, the aggregates' arguments and, last, the rowtime) and the Calc
-// of HAVING and the select list over its output.
-func (p *Planner) windowAggregate(tvf *WindowTableFunction, in Node, scope expr.Tables, s *ast.Select, aggs []*ast.Call,
+// windowAggregate plans the WindowAggregate w over w.Input (the Calc
+// computing the keys, the aggregates' arguments and, last, the rowtime or
+// an attached window's bounds) and the Calc of HAVING and the select list
+// over its output.
+func (p *Planner) windowAggregate(w *WindowAggregate, scope expr.Tables, s *ast.Select, aggs []*ast.Call,
 	refs []argRef, groups []ast.Expr, winRole []int, post []ast.Expr, having ast.Expr, names []string) (Node, error) {
-	w := &WindowAggregate{Input: in, Window: tvf.Window, TimeCol: len(in.Fields()) - 1, Legacy: tvf.timeRef != nil}
+	in := w.Input
 	cols := map[string]expr.Column{}
 	for i := range groups {
 		if winRole[i] < 0 {
