@@ -4,8 +4,8 @@ import "sync/atomic"
 
 // Interrupt is how a task asks its chain to stop a record batch between two
 // records (see ResumableOperator): the inputs of the task count the priority
-// barriers queued on them, and the chain checks Requested before each
-// record. One Interrupt serves all inputs of one task.
+// barriers queued on them, and the chain checks Requested every few
+// records. One Interrupt serves all inputs of one task.
 type Interrupt struct {
 	// queued counts the priority barriers queued on the task's inputs:
 	// producers add one in Channel.PushPriority, the task takes one off in
@@ -19,7 +19,7 @@ type Interrupt struct {
 	// inBatch is set by the task goroutine (which alone reads it) while the
 	// chain processes a batch it can interrupt: only then may a Send go over
 	// a full channel's capacity for a queued priority barrier, since only
-	// then is the barrier taken right after the current record.
+	// then is the barrier taken within a few records.
 	inBatch bool
 	// kick wakes the task's Outputs.Send blocked on a full channel when a
 	// priority barrier arrives: the record being processed then goes over
@@ -31,13 +31,12 @@ type Interrupt struct {
 
 // Requested reports whether the task wants the chain to return from the
 // batch before its next record: a priority barrier is queued at one of its
-// inputs that it has not yet declined. It is cheap enough to be called
-// before every record.
+// inputs that it has not yet declined. It is two loads and a compare.
 func (in *Interrupt) Requested() bool { return in.queued.Load() > in.declined }
 
 // overCapacity reports whether a Send may go over a full channel's capacity
-// now: a priority barrier is queued that the task will take after the
-// current record, overtaking what this Send pushes.
+// now: a priority barrier is queued that the task will take within a few
+// records (ResumableOperator), overtaking what this Send pushes.
 func (in *Interrupt) overCapacity() bool { return in.inBatch && in.Requested() }
 
 // noteQueued counts a priority barrier pushed to an input of the task and

@@ -98,10 +98,11 @@ type Operator interface {
 type ResumableOperator interface {
 	Operator
 	// ProcessBatchFrom handles the records of b from index from on, in
-	// order, as ProcessBatch would. Before each record it calls
-	// in.Requested and, when that reports true, returns the record's index
-	// without handling it; after the last record it returns b.Len(). Only
-	// then may it recycle b.
+	// order, as ProcessBatch would. It calls in.Requested before its first
+	// record and again after every few records (the fewer, the sooner a
+	// barrier is taken), and when that reports true returns the index of
+	// the next record without handling it; after the last record it
+	// returns b.Len(). Only then may it recycle b.
 	ProcessBatchFrom(input int, b Batch, from int, in *Interrupt) (next int, err error)
 	// EncodeBatchFrom appends to dst the encoding of the records of b from
 	// index from on, as EncodeBatch encodes a batch of only those records
