@@ -383,7 +383,7 @@ func (c *chain) Close() error {
 // operatorChain is a chain whose head has inputs.
 type operatorChain struct {
 	chain
-	feeders []func(runtime.Batch) error
+	feeders []feedFunc
 	wm      func(int64) error
 }
 
@@ -392,7 +392,7 @@ func (c *operatorChain) Open(tc *runtime.TaskContext) error {
 		return err
 	}
 	head := c.plan.head
-	c.feeders = make([]func(runtime.Batch) error, len(c.ins))
+	c.feeders = make([]feedFunc, len(c.ins))
 	for i, in := range c.ins {
 		c.feeders[i] = head.inPorts[i].feeder(in)
 	}
@@ -401,7 +401,15 @@ func (c *operatorChain) Open(tc *runtime.TaskContext) error {
 }
 
 func (c *operatorChain) ProcessBatch(input int, b runtime.Batch) error {
-	return c.feeders[input](b)
+	_, err := c.feeders[input](b, 0, nil)
+	return err
+}
+
+// ProcessBatchFrom lets the runtime take an unaligned barrier between two
+// records of a batch (runtime.ResumableOperator): a chain that is slow per
+// record would otherwise hold the checkpoint back by a whole batch.
+func (c *operatorChain) ProcessBatchFrom(input int, b runtime.Batch, from int, in *runtime.Interrupt) (int, error) {
+	return c.feeders[input](b, from, in)
 }
 
 func (c *operatorChain) ProcessWatermark(wm int64) error { return c.wm(wm) }
@@ -421,7 +429,13 @@ func (c *operatorChain) CanUnalign() bool {
 }
 
 func (c *operatorChain) EncodeBatch(input int, b runtime.Batch, dst []byte) []byte {
-	return c.plan.head.inPorts[input].encode(b, dst)
+	return c.plan.head.inPorts[input].encode(b, 0, dst)
+}
+
+// EncodeBatchFrom encodes the records of b from index from on, as
+// EncodeBatch encodes a batch of only those.
+func (c *operatorChain) EncodeBatchFrom(input int, b runtime.Batch, from int, dst []byte) []byte {
+	return c.plan.head.inPorts[input].encode(b, from, dst)
 }
 
 func (c *operatorChain) DecodeBatch(input int, data []byte) (runtime.Batch, error) {

@@ -1,8 +1,10 @@
 package clink
 
 import (
+	"encoding"
 	"encoding/binary"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -73,24 +75,64 @@ type edge struct {
 type portOps interface {
 	fanout(outs []any) any
 	writer(bc *buildCtx, edgeIndex int, e *edge) any
-	feeder(in any) func(b runtime.Batch) error
+	feeder(in any) feedFunc
 	watermark(in any) func(int64) error
-	encode(b runtime.Batch, dst []byte) []byte
+	// encode appends the encoding of the records of b from index from on.
+	encode(b runtime.Batch, from int, dst []byte) []byte
 	decode(data []byte) (runtime.Batch, error)
 	// encodable: records of this type can be captured in checkpoints.
 	encodable() bool
 }
 
+// interruptEvery is how many records a feeder pushes between two checks of
+// the task's Interrupt.
+const interruptEvery = 8
+
+// feedFunc pushes the records of a batch from index from on through a
+// chain, stopping before a record when intr (if not nil) requests it; it
+// returns the index of the first record not pushed (the batch's length once
+// every record was, when the batch has been recycled).
+type feedFunc func(b runtime.Batch, from int, intr *runtime.Interrupt) (int, error)
+
 type port[T any] struct {
 	codec    state.Codec[T]
 	codecErr error
+	// appends: T marshals and appends itself, so encode appends a value's
+	// codec encoding through AppendBinary (appendValue).
+	appends bool
 	// batches recycles record batches: a consumer returns each batch after
 	// processing it, and producers take their next batch from here.
 	batches sync.Pool
 }
 
 func newPort[T any]() *port[T] {
-	return &port[T]{codec: state.CodecFor[T](), codecErr: state.CheckCodec[T]()}
+	return &port[T]{codec: state.CodecFor[T](), codecErr: state.CheckCodec[T](), appends: marshalsItself[T]()}
+}
+
+// marshalsItself reports whether the codec encodes T as the length of its
+// MarshalBinary bytes and the bytes (a non-pointer type whose pointer
+// unmarshals it; see state.CodecFor), and T appends the same bytes through
+// AppendBinary.
+func marshalsItself[T any]() bool {
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface {
+		return false
+	}
+	var zero T
+	_, appends := any(&zero).(encoding.BinaryAppender)
+	_, marshals := any(&zero).(encoding.BinaryMarshaler)
+	_, unmarshals := any(&zero).(encoding.BinaryUnmarshaler)
+	return appends && marshals && unmarshals && !basicCodec[T]()
+}
+
+// basicCodec reports whether state.CodecFor has a codec of its own for T
+// (the predeclared types), which does not go through MarshalBinary.
+func basicCodec[T any]() bool {
+	switch any(*new(T)).(type) {
+	case string, []byte, int, int64, int32, int16, int8, uint, uint64, uint32, uint16, uint8, float64, float32, bool:
+		return true
+	}
+	return false
 }
 
 func (p *port[T]) encodable() bool { return p.codecErr == nil }
@@ -172,31 +214,74 @@ func (p *port[T]) writer(bc *buildCtx, edgeIndex int, e *edge) any {
 	return o
 }
 
-func (p *port[T]) feeder(in any) func(b runtime.Batch) error {
+func (p *port[T]) feeder(in any) feedFunc {
 	o := in.(*out[T])
-	return func(b runtime.Batch) error {
+	return func(b runtime.Batch, from int, intr *runtime.Interrupt) (int, error) {
 		r := b.(*records[T])
 		rec := o.rec
-		for i, v := range r.vals {
-			if err := rec(v, r.ts[i]); err != nil {
-				return err
+		vals, ts := r.vals, r.ts
+		if intr == nil {
+			for i, v := range vals[from:] {
+				if err := rec(v, ts[from+i]); err != nil {
+					return from + i, err
+				}
 			}
+			from = len(vals)
 		}
+		for from < len(vals) {
+			if intr.Requested() {
+				return from, nil
+			}
+			// A barrier waits for at most this many records: checking
+			// before every record would cost a cheap chain a few percent.
+			end := min(len(vals), from+interruptEvery)
+			for i, v := range vals[from:end] {
+				if err := rec(v, ts[from+i]); err != nil {
+					return from + i, err
+				}
+			}
+			from = end
+		}
+		n := len(vals)
 		p.putBatch(r)
-		return nil
+		return n, nil
 	}
 }
 
 func (p *port[T]) watermark(in any) func(int64) error { return in.(*out[T]).wm }
 
-func (p *port[T]) encode(b runtime.Batch, dst []byte) []byte {
+func (p *port[T]) encode(b runtime.Batch, from int, dst []byte) []byte {
 	r := b.(*records[T])
-	dst = binary.AppendUvarint(dst, uint64(len(r.vals)))
-	for i, v := range r.vals {
+	dst = binary.AppendUvarint(dst, uint64(len(r.vals)-from))
+	for i := from; i < len(r.vals); i++ {
 		dst = binary.AppendVarint(dst, r.ts[i])
-		dst = p.codec.Append(dst, v)
+		dst = p.appendValue(dst, &r.vals[i])
 	}
 	return dst
+}
+
+// appendValue appends the codec's encoding of *v. The codec encodes a type
+// that marshals itself as the length of its MarshalBinary bytes and the
+// bytes; when the type also appends itself (encoding.BinaryAppender, as SQL
+// rows do), the same bytes are appended in place, without the codec's
+// reflection and its allocations per value: an unaligned checkpoint encodes
+// every record queued at a backpressured task, on the task goroutine.
+func (p *port[T]) appendValue(dst []byte, v *T) []byte {
+	if p.appends {
+		start := len(dst)
+		out, err := any(v).(encoding.BinaryAppender).AppendBinary(dst)
+		if err == nil {
+			n := len(out) - start
+			var lenBuf [binary.MaxVarintLen64]byte
+			k := binary.PutUvarint(lenBuf[:], uint64(n))
+			out = append(out, lenBuf[:k]...)
+			copy(out[start+k:], out[start:start+n])
+			copy(out[start:], lenBuf[:k])
+			return out
+		}
+		dst = out[:start]
+	}
+	return p.codec.Append(dst, *v)
 }
 
 func (p *port[T]) decode(data []byte) (runtime.Batch, error) {

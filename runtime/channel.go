@@ -24,6 +24,10 @@ type Channel struct {
 	capacity int
 	// wake is the consumer's wake-up signal, shared by all inputs of one task.
 	wake chan struct{}
+	// intr counts the priority barriers queued for the consumer, shared by
+	// all inputs of one task; nil when the consumer cannot be interrupted
+	// inside a batch. Set before either end uses the channel.
+	intr *Interrupt
 
 	mu struct {
 		sync.Mutex
@@ -149,6 +153,11 @@ func (c *Channel) PushPriority(b Element) {
 		}
 	}
 	b.Overtaken = c.mu.n - pos
+	b.priority = true
+	if c.intr != nil {
+		// Counted before the consumer can pop it.
+		c.intr.noteQueued()
+	}
 	// Shift elements [pos, n) one slot back.
 	for i := c.mu.n; i > pos; i-- {
 		c.mu.buf[(c.mu.head+i)%size] = c.mu.buf[(c.mu.head+i-1)%size]
@@ -183,6 +192,19 @@ func (c *Channel) PeekOvertaken(n int) []Element {
 	return out
 }
 
+// PeekPriority returns, without removing it, the oldest element when it is
+// a barrier pushed with PushPriority; ok=false otherwise. Only the consumer
+// calls it, so the element stays at the head until the consumer pops it.
+func (c *Channel) PeekPriority() (e Element, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.n == 0 {
+		return Element{}, false
+	}
+	e = c.mu.buf[c.mu.head]
+	return e, e.Kind == KindBarrier && e.priority
+}
+
 // TryPop removes and returns the oldest element, or ok=false when empty.
 func (c *Channel) TryPop() (e Element, ok bool) {
 	c.mu.Lock()
@@ -197,6 +219,9 @@ func (c *Channel) TryPop() (e Element, ok bool) {
 	switch {
 	case e.Kind == KindBarrier:
 		c.mu.protected = max(c.mu.protected, e.Overtaken)
+		if e.priority && c.intr != nil {
+			c.intr.notePopped()
+		}
 	case c.mu.protected > 0:
 		c.mu.protected--
 	}

@@ -35,7 +35,13 @@
 //     barrier on the other inputs before queuing the snapshot. The records a
 //     priority barrier overtook are captured when it is popped, while they
 //     are still queued (they are processed later as usual), so the snapshot
-//     does not wait for a backpressured queue to drain.
+//     does not wait for a backpressured queue to drain. A chain that
+//     implements ResumableOperator is interrupted inside a batch when a
+//     priority barrier reaches the task (a Send blocked on a full output
+//     goes over the capacity first): the task takes the barrier before the
+//     batch's next record and captures the rest of the batch with what the
+//     barrier overtook, so the snapshot does not wait for a slow batch
+//     either.
 //   - The snapshot worker writes the snapshot durably and only then acks;
 //     the coordinator completes N when every task acked, the driver writes
 //     COMPLETED-N and then notifies listeners.

@@ -50,6 +50,9 @@ type Element struct {
 	// number of elements queued ahead of it that it overtook. The consumer
 	// must treat those elements as preceding the barrier.
 	Overtaken int
+	// priority: the barrier was pushed with PushPriority (it counts in the
+	// consumer's Interrupt while queued).
+	priority bool
 }
 
 // RecordsElement wraps a batch.

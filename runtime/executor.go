@@ -462,6 +462,9 @@ func (ex *execution) build(done <-chan struct{}) error {
 			if len(in.chans) == 0 {
 				return fmt.Errorf("operator %s has no inputs", vx.UID)
 			}
+			if _, ok := op.(ResumableOperator); ok {
+				ot.intr = tc.Out.interruptible(in.chans)
+			}
 			ex.runs = append(ex.runs, ot.run)
 			if l, ok := op.(CheckpointListener); ok {
 				listeners = append(listeners, l)

@@ -87,6 +87,29 @@ type Operator interface {
 	DecodeBatch(input int, data []byte) (Batch, error)
 }
 
+// ResumableOperator is implemented by operators that can stop a record
+// batch between two records and go on with the rest of it later. Their task
+// takes an unaligned barrier that reaches its inputs while it processes a
+// batch after the current record instead of after the whole batch: a chain
+// that is slow per record (or blocked on a full output) then does not hold
+// an unaligned checkpoint back by a batch's worth of work. The unprocessed
+// rest of the batch precedes that barrier, so the task captures it into the
+// checkpoint as in-flight records before it goes on processing it.
+type ResumableOperator interface {
+	Operator
+	// ProcessBatchFrom handles the records of b from index from on, in
+	// order, as ProcessBatch would. It calls in.Requested before its first
+	// record and again after every few records (the fewer, the sooner a
+	// barrier is taken), and when that reports true returns the index of
+	// the next record without handling it; after the last record it
+	// returns b.Len(). Only then may it recycle b.
+	ProcessBatchFrom(input int, b Batch, from int, in *Interrupt) (next int, err error)
+	// EncodeBatchFrom appends to dst the encoding of the records of b from
+	// index from on, as EncodeBatch encodes a batch of only those records
+	// (DecodeBatch reads it).
+	EncodeBatchFrom(input int, b Batch, from int, dst []byte) []byte
+}
+
 // ProduceStatus says what a source's Produce call did.
 type ProduceStatus uint8
 

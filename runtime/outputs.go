@@ -18,8 +18,13 @@ type Outputs struct {
 	// batch need not wait for room; waiting would hold the barrier back
 	// for as long as the consumer takes to free a slot.
 	overtaking atomic.Int32
-	// kick wakes a Send blocked on a full channel when overtaking rises.
+	// kick wakes a Send blocked on a full channel when overtaking rises or
+	// a priority barrier reaches the task's inputs (intr).
 	kick chan struct{}
+	// intr is the task's Interrupt when its chain can stop a batch between
+	// records: while a priority barrier it will take is queued, a Send in
+	// that batch goes over the capacity too (Interrupt.overCapacity).
+	intr *Interrupt
 }
 
 // NewOutputs wraps the channels of a task's outgoing edges.
@@ -41,7 +46,21 @@ func (o *Outputs) beginOvertake() {
 // endOvertake notes that a barrier counted by beginOvertake was forwarded.
 func (o *Outputs) endOvertake() { o.overtaking.Add(-1) }
 
-func (o *Outputs) overtakes() bool { return o.overtaking.Load() > 0 }
+func (o *Outputs) overtakes() bool {
+	return o.overtaking.Load() > 0 || o.intr != nil && o.intr.overCapacity()
+}
+
+// interruptible makes the task's inputs count their priority barriers in
+// a new Interrupt that also wakes a Send blocked on a full output. Call it
+// before the task and its producers start.
+func (o *Outputs) interruptible(inputs []*Channel) *Interrupt {
+	in := &Interrupt{kick: o.kick}
+	o.intr = in
+	for _, c := range inputs {
+		c.intr = in
+	}
+	return in
+}
 
 // overtakes reports whether barrier b takes the priority lane (Barrier).
 func overtakes(b checkpoint.Barrier) bool {

@@ -58,6 +58,14 @@ type operatorTask struct {
 	inputEnded bool
 	scratch    []byte
 	lastFlush  time.Time
+	// intr is set (by whoever builds the task, before its producers start)
+	// when op is a ResumableOperator: the task then takes unaligned
+	// priority barriers between two records of a batch (interruptBatch).
+	intr *Interrupt
+	// captured lists the checkpoints into whose in-flight records the
+	// batch being processed is captured, from its first unprocessed
+	// record on; reused between batches.
+	captured []checkpoint.ID
 }
 
 func (t *operatorTask) run() (err error) {
@@ -248,6 +256,9 @@ func (t *operatorTask) handleElement(i int, e Element) error {
 	switch e.Kind {
 	case KindRecords:
 		t.capture(i, e.Batch)
+		if t.intr != nil {
+			return t.processResumable(i, e.Batch)
+		}
 		if err := t.op.ProcessBatch(t.logical[i], e.Batch); err != nil {
 			return fmt.Errorf("processing records in %s: %w", b.name, err)
 		}
@@ -321,8 +332,10 @@ func (t *operatorTask) advanceWatermark() error {
 }
 
 // capture appends a batch from channel i to every unaligned snapshot whose
-// barrier it precedes and has not yet arrived on channel i.
+// barrier it precedes and has not yet arrived on channel i, and notes those
+// snapshots in t.captured.
 func (t *operatorTask) capture(i int, batch Batch) {
+	t.captured = t.captured[:0]
 	if len(t.pending) == 0 {
 		return
 	}
@@ -333,6 +346,111 @@ func (t *operatorTask) capture(i int, batch Batch) {
 	t.scratch = t.op.EncodeBatch(t.logical[i], batch, t.scratch[:0])
 	for _, id := range ids {
 		t.appendInFlight(id, i, t.scratch, batch.Len())
+	}
+	t.captured = append(t.captured, ids...)
+}
+
+// processResumable processes a batch from channel i that the chain can
+// interrupt: whenever a priority barrier is queued at an input, the chain
+// returns before its next record and interruptBatch takes the barrier if
+// it can, then the rest of the batch is processed.
+func (t *operatorTask) processResumable(i int, batch Batch) error {
+	op := t.op.(ResumableOperator)
+	inRegion := len(t.regions[i]) > 0
+	from := 0
+	for {
+		t.intr.inBatch = true
+		next, err := op.ProcessBatchFrom(t.logical[i], batch, from, t.intr)
+		t.intr.inBatch = false
+		if err != nil {
+			return fmt.Errorf("processing records in %s: %w", t.base.name, err)
+		}
+		if next >= batch.Len() {
+			return nil
+		}
+		if next < from {
+			panic(fmt.Sprintf("runtime: %s went back from record %d to %d of a batch", t.base.name, from, next))
+		}
+		from = next
+		if err := t.interruptBatch(i, batch, from, inRegion); err != nil {
+			return err
+		}
+	}
+}
+
+// interruptBatch runs between records of a batch from channel i whose
+// records from index from on are not yet processed, when a priority barrier
+// is queued at an input. It takes every such barrier at the head of an
+// input that this task handles unaligned (capturing the rest of the batch
+// into its checkpoint when that rest precedes the barrier) and declines the
+// others until one of them is popped.
+//
+// A barrier taken on channel i itself follows the whole batch in that
+// channel; one taken on another channel j finds channel i still owing it
+// (or it would not be the first delivery that forwards). Either way the
+// records from index from on precede the barrier on channel i and are
+// processed after the snapshot, so they belong in its in-flight records,
+// like every batch popped from an input that still owes an unaligned
+// barrier (capture). t.captured keeps them from being captured twice.
+//
+// Aligned barriers are left queued: their checkpoint needs the whole batch
+// processed first. So is everything while an aligned barrier's overtaken
+// region is open on some input, where the region bookkeeping counts whole
+// popped elements.
+func (t *operatorTask) interruptBatch(i int, batch Batch, from int, inRegion bool) error {
+	queued := t.intr.queued.Load()
+	taken := int32(0)
+	blocked := inRegion || !t.canAlign
+	for j := range t.inputs {
+		if len(t.regions[j]) > 0 {
+			blocked = true
+		}
+	}
+	for k := 0; k < len(t.inputs) && !blocked; k++ {
+		j := (i + k) % len(t.inputs)
+		for !t.closed[j] && !t.align.Paused(j) {
+			e, ok := t.inputs[j].PeekPriority()
+			if !ok || t.modeFor(e.Barrier) != checkpoint.Unaligned {
+				break
+			}
+			if got, _ := t.inputs[j].TryPop(); got.Kind != KindBarrier || got.Barrier.ID != e.Barrier.ID {
+				panic(fmt.Sprintf("runtime: %s peeked %s but popped %s on input %d", t.base.name, e.Barrier, got.Barrier, j))
+			}
+			taken++
+			if err := t.onBarrier(j, e.Barrier); err != nil {
+				return err
+			}
+			owners := t.align.Capturing(i)
+			if j == i {
+				owners = append(owners, e.Barrier.ID)
+			}
+			t.captureRest(i, batch, from, owners)
+			t.captureOvertaken(j, e.Barrier.ID, e.Overtaken)
+			if err := t.finishPending(); err != nil {
+				return err
+			}
+		}
+	}
+	// Popping a priority barrier reset declined; what is still queued now
+	// was looked at (or arrived since, and is looked at on the next call).
+	t.intr.declined = max(0, queued-taken)
+	return nil
+}
+
+// captureRest appends the records of batch (from channel i) from index from
+// on to the snapshots of ids that do not hold them yet.
+func (t *operatorTask) captureRest(i int, batch Batch, from int, ids []checkpoint.ID) {
+	encoded := false
+	for _, id := range ids {
+		if slices.Contains(t.captured, id) || t.pending[id] == nil {
+			continue
+		}
+		if !encoded {
+			t.scratch = t.op.(ResumableOperator).EncodeBatchFrom(t.logical[i], batch, from, t.scratch[:0])
+			encoded = true
+		}
+		t.appendInFlight(id, i, t.scratch, batch.Len()-from)
+		t.captured = append(t.captured, id)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -798,6 +799,37 @@ func TestExecuteTerminalCheckpointRecordsFinalWatermark(t *testing.T) {
 	run("latest", []srcCmd{{wm: -5}, {val: 2}, {end: true}}, []string{"batch 2"})
 }
 
+// resumableIntOp is an intOp whose batches the task can interrupt between
+// records: it hands the records up to the interruption to the intOp as one
+// batch. slow makes every fifth record take a little time.
+type resumableIntOp struct {
+	*intOp
+	stops *atomic.Int64
+	slow  bool
+}
+
+func (o resumableIntOp) ProcessBatchFrom(input int, b Batch, from int, in *Interrupt) (int, error) {
+	ib := b.(intBatch)
+	i := from
+	for ; i < len(ib); i++ {
+		if in != nil && in.Requested() {
+			o.stops.Add(1)
+			break
+		}
+		if o.slow && ib[i]%5 == 0 {
+			time.Sleep(10 * time.Microsecond) // load shaping, not synchronisation
+		}
+	}
+	if i == from {
+		return i, nil
+	}
+	return i, o.intOp.ProcessBatch(input, ib[from:i])
+}
+
+func (o resumableIntOp) EncodeBatchFrom(_ int, b Batch, from int, dst []byte) []byte {
+	return encodeInts(dst, b.(intBatch)[from:])
+}
+
 // alignedOnlyOp is an intOp whose chain cannot capture in-flight records, so
 // unaligned barriers must degrade to aligned ones at its task.
 type alignedOnlyOp struct{ *intOp }
@@ -842,12 +874,17 @@ func TestExecuteCheckpointsAreConsistentCuts(t *testing.T) {
 		name       string
 		mode       ModeSetting
 		canUnalign bool
+		// resumable: mid and sink can be interrupted between records, and
+		// the sources emit batches of 64.
+		resumable bool
 	}{
-		{"aligned", ModeAligned, true},
-		{"unaligned", ModeUnaligned, true},
-		{"unaligned at a chain that cannot capture", ModeUnaligned, false},
+		{"aligned", ModeAligned, true, false},
+		{"unaligned", ModeUnaligned, true, false},
+		{"unaligned at a chain that cannot capture", ModeUnaligned, false, false},
+		{"unaligned, taken inside batches", ModeUnaligned, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var stops atomic.Int64
 			job := func(tr *tracker) *JobGraph {
 				g := pipeline(tr, perSubtask, nil, func(o *intOp) {
 					o.batch = func(o *intOp, _ int, _ intBatch) error {
@@ -862,6 +899,18 @@ func TestExecuteCheckpointsAreConsistentCuts(t *testing.T) {
 						o := &intOp{tr: tr, forward: true}
 						perSourceOrder(o)
 						return alignedOnlyOp{o}
+					}
+				}
+				if tc.resumable {
+					g.Vertices[0].NewSource = func(int) Source { return &intSource{tr: tr, count: perSubtask, batch: 64} }
+					g.Vertices[1].NewOperator = func(int) Operator {
+						o := &intOp{tr: tr, forward: true}
+						perSourceOrder(o)
+						return resumableIntOp{intOp: o, stops: &stops}
+					}
+					sink := g.Vertices[2].NewOperator
+					g.Vertices[2].NewOperator = func(s int) Operator {
+						return resumableIntOp{intOp: sink(s).(*intOp), stops: &stops, slow: true}
 					}
 				}
 				return g
@@ -913,6 +962,12 @@ func TestExecuteCheckpointsAreConsistentCuts(t *testing.T) {
 			t.Logf("%d completed checkpoints, %d in-flight records captured in all", len(ids), captured)
 			if tc.mode == ModeUnaligned && tc.canUnalign && captured == 0 {
 				t.Errorf("no checkpoint of the unaligned run captured in-flight records; the test did not exercise capture")
+			}
+			if tc.resumable {
+				t.Logf("the chains stopped inside a batch %d times", stops.Load())
+				if stops.Load() == 0 {
+					t.Errorf("no barrier was taken inside a batch; the test did not exercise interruption")
+				}
 			}
 
 			for _, id := range ids {
