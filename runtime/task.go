@@ -357,6 +357,9 @@ func (t *operatorTask) capture(i int, batch Batch) {
 func (t *operatorTask) processResumable(i int, batch Batch) error {
 	op := t.op.(ResumableOperator)
 	inRegion := len(t.regions[i]) > 0
+	// A chain that processes the last record may recycle the batch: its
+	// length is read before, and the batch is not touched after.
+	n := batch.Len()
 	from := 0
 	for {
 		t.intr.inBatch = true
@@ -365,7 +368,7 @@ func (t *operatorTask) processResumable(i int, batch Batch) error {
 		if err != nil {
 			return fmt.Errorf("processing records in %s: %w", t.base.name, err)
 		}
-		if next >= batch.Len() {
+		if next >= n {
 			return nil
 		}
 		if next < from {
