@@ -982,6 +982,11 @@ func (b *MemoryBackend) closeIncremental() {
 	if b.inc == nil {
 		return
 	}
+	// Under mu, which PersistFiles holds while it checks closing and
+	// starts a materialization (wg.Add): none starts after this, so Wait
+	// never runs beside an Add.
+	b.inc.mu.Lock()
 	b.inc.closing.Store(true)
+	b.inc.mu.Unlock()
 	b.inc.wg.Wait()
 }
