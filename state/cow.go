@@ -142,10 +142,10 @@ type cowTable[K comparable, V any] struct {
 	// current one.
 	slabbed bool
 	slab    *slotSlab[K, V]
-	// inPlace: entries carry no write time and no epoch, writes need not be
-	// recorded for an incremental checkpoint (changelog), and == on keys
+	// inPlace: entries carry no write time and no epoch, and == on keys
 	// is exact, so a found slot whose arrays no capture holds may be
-	// overwritten as it is (lastSlot).
+	// overwritten as it is (lastSlot; with a changelog, the write is
+	// recorded in lastChanges at lastIndex).
 	inPlace bool
 	// fast: find's inline path applies (flat keys hashed as 8 bytes, a
 	// power-of-two max parallelism above 1, no TTL).
@@ -155,6 +155,11 @@ type cowTable[K comparable, V any] struct {
 	// same key (lastSlot.k == k) does not probe again. Anything that moves
 	// entries or lets a capture or an iteration hold the arrays clears it.
 	lastSlot *kv[K, V]
+	// lastChanges and lastIndex are the change list of lastSlot's key
+	// group and lastSlot's index, set with lastSlot when the table keeps
+	// a changelog.
+	lastChanges *kgChanges[K]
+	lastIndex   int
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -186,7 +191,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	if cfg.ttl > 0 && t.ttl == 0 {
 		t.ttl = 1
 	}
-	t.inPlace = t.exact && t.ttl == 0 && clone == nil && !t.changelog
+	t.inPlace = t.exact && t.ttl == 0 && clone == nil
 	t.fast = t.flat && t.keyHash == keyHash64 && t.kgMask != 0 && t.ttl == 0
 	if err := b.Register(t); err != nil {
 		return nil, err
@@ -260,6 +265,9 @@ func (t *cowTable[K, V]) find(k K) (*kgTable[K, V], uint64, int, bool) {
 			// slot.
 			if t.inPlace && !s.shared {
 				t.lastSlot = &slots[i]
+				if t.changelog {
+					t.lastChanges, t.lastIndex = s.changes, i
+				}
 			} else {
 				t.lastSlot = nil
 			}
@@ -290,6 +298,9 @@ func (t *cowTable[K, V]) findAny(k K) (s *kgTable[K, V], m uint64, i int, found 
 	}
 	if found && t.inPlace && !s.shared {
 		t.lastSlot = &s.slots[i]
+		if t.changelog {
+			t.lastChanges, t.lastIndex = s.changes, i
+		}
 	} else {
 		t.lastSlot = nil
 	}
@@ -539,8 +550,16 @@ func (t *cowTable[K, V]) put(k K, v V) {
 	if p := t.lastSlot; p != nil && p.k == k {
 		// The read before found k, and nothing has moved it since.
 		p.v = v
+		t.recordLast(k)
 	} else {
 		t.putAny(k, v)
+	}
+}
+
+// recordLast records a write of k through lastSlot in the changelog.
+func (t *cowTable[K, V]) recordLast(k K) {
+	if t.changelog && t.lastChanges != nil {
+		t.lastChanges.record(t.lastIndex, k)
 	}
 }
 

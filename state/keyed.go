@@ -103,6 +103,7 @@ func (s *ValueState[K, V]) Put(k K, v V) {
 	if t := s.t; t != nil {
 		if p := t.lastSlot; p != nil && p.k == k {
 			p.v = v
+			t.recordLast(k)
 			return
 		}
 		t.putAny(k, v)
