@@ -92,8 +92,14 @@ var (
 
 // AckInfo is what a participant reports with its acknowledgement.
 type AckInfo struct {
-	// Bytes is the size of the participant's durable snapshot.
+	// Bytes is what the participant newly wrote for the checkpoint: its
+	// snapshot and the shared files it stored for it (the incremental
+	// size).
 	Bytes int64
+	// FullBytes is the whole size of the participant's state in the
+	// checkpoint: its snapshot and every shared file the snapshot lists,
+	// also those earlier checkpoints wrote (the full size).
+	FullBytes int64
 	// Alignment is how long the participant waited for barrier alignment.
 	Alignment time.Duration
 }
@@ -122,19 +128,22 @@ type WriteMarker struct {
 	Mode        Mode
 	Terminal    bool
 	TriggeredAt time.Time
-	// Bytes sums the participants' reported snapshot sizes.
-	Bytes int64
+	// Bytes and FullBytes sum the participants' AckInfo of the same names.
+	Bytes     int64
+	FullBytes int64
 }
 
 // NotifyComplete asks the driver to tell sources and sinks to commit ID: its
 // marker is durable. The metrics of the checkpoint are the driver's now minus
-// TriggeredAt (duration), Bytes (size) and MaxAlignment.
+// TriggeredAt (duration), Bytes and FullBytes (incremental and full size)
+// and MaxAlignment.
 type NotifyComplete struct {
 	ID          ID
 	Mode        Mode
 	Terminal    bool
 	TriggeredAt time.Time
 	Bytes       int64
+	FullBytes   int64
 	// MaxAlignment is the longest alignment wait any participant reported.
 	MaxAlignment time.Duration
 }
@@ -164,13 +173,13 @@ func (FailJob) isEffect()        {}
 
 // String formats the effect for traces and test output.
 func (e WriteMarker) String() string {
-	return fmt.Sprintf("write-marker %s bytes=%d", describe(e.ID, e.Mode, e.Terminal), e.Bytes)
+	return fmt.Sprintf("write-marker %s bytes=%d full=%d", describe(e.ID, e.Mode, e.Terminal), e.Bytes, e.FullBytes)
 }
 
 // String formats the effect for traces and test output.
 func (e NotifyComplete) String() string {
-	return fmt.Sprintf("notify-complete %s bytes=%d max-alignment=%v",
-		describe(e.ID, e.Mode, e.Terminal), e.Bytes, e.MaxAlignment)
+	return fmt.Sprintf("notify-complete %s bytes=%d full=%d max-alignment=%v",
+		describe(e.ID, e.Mode, e.Terminal), e.Bytes, e.FullBytes, e.MaxAlignment)
 }
 
 // String formats the effect for traces and test output.
@@ -224,6 +233,7 @@ type inFlight struct {
 	deadline    time.Time // zero: no deadline
 	pending     map[ParticipantID]struct{}
 	bytes       int64
+	fullBytes   int64
 	maxAlign    time.Duration
 }
 
@@ -359,6 +369,7 @@ func (c *Coordinator) Ack(id ID, p ParticipantID, info AckInfo) {
 	}
 	delete(f.pending, p)
 	f.bytes += info.Bytes
+	f.fullBytes += info.FullBytes
 	f.maxAlign = max(f.maxAlign, info.Alignment)
 	if len(f.pending) > 0 {
 		return
@@ -377,7 +388,7 @@ func (c *Coordinator) becomeWritingMarker(f *inFlight) {
 			f.id, f.phase, len(f.pending)))
 	}
 	f.phase = writingMarker
-	c.emit(WriteMarker{ID: f.id, Mode: f.mode, Terminal: f.terminal, TriggeredAt: f.triggeredAt, Bytes: f.bytes})
+	c.emit(WriteMarker{ID: f.id, Mode: f.mode, Terminal: f.terminal, TriggeredAt: f.triggeredAt, Bytes: f.bytes, FullBytes: f.fullBytes})
 }
 
 // Decline records that participant p could not snapshot checkpoint id: the
@@ -448,7 +459,7 @@ func (c *Coordinator) MarkerWritten(id ID) {
 	if c.floor == 0 {
 		c.emit(NotifyComplete{
 			ID: id, Mode: f.mode, Terminal: f.terminal, TriggeredAt: f.triggeredAt,
-			Bytes: f.bytes, MaxAlignment: f.maxAlign,
+			Bytes: f.bytes, FullBytes: f.fullBytes, MaxAlignment: f.maxAlign,
 		})
 	}
 	for _, older := range c.InFlight() {

@@ -22,6 +22,7 @@ type modelCheckpoint struct {
 	pending     map[ParticipantID]bool
 	writing     bool
 	bytes       int64
+	fullBytes   int64
 	maxAlign    time.Duration
 }
 
@@ -270,6 +271,7 @@ func TestCoordinatorStateMachine(t *testing.T) {
 		ack := func(t *rapid.T, id ID, p ParticipantID) {
 			info := AckInfo{
 				Bytes:     int64(rapid.IntRange(0, 100).Draw(t, "bytes")),
+				FullBytes: int64(rapid.IntRange(0, 1000).Draw(t, "fullBytes")),
 				Alignment: time.Duration(rapid.IntRange(0, 100).Draw(t, "alignMs")) * time.Millisecond,
 			}
 			c.Ack(id, p, info)
@@ -280,6 +282,7 @@ func TestCoordinatorStateMachine(t *testing.T) {
 			if mc := m.inFlight[id]; mc != nil && !mc.writing && mc.pending[p] {
 				delete(mc.pending, p)
 				mc.bytes += info.Bytes
+				mc.fullBytes += info.FullBytes
 				mc.maxAlign = max(mc.maxAlign, info.Alignment)
 				if len(mc.pending) == 0 {
 					if m.floor != 0 && id > m.floor {
@@ -288,7 +291,7 @@ func TestCoordinatorStateMachine(t *testing.T) {
 					} else {
 						mc.writing = true
 						want = []expectEffect{{"write", id, nil}}
-						wm := WriteMarker{ID: id, Mode: mc.mode, Terminal: mc.terminal, TriggeredAt: mc.triggeredAt, Bytes: mc.bytes}
+						wm := WriteMarker{ID: id, Mode: mc.mode, Terminal: mc.terminal, TriggeredAt: mc.triggeredAt, Bytes: mc.bytes, FullBytes: mc.fullBytes}
 						if ready := c.Ready(); len(ready) != 1 || ready[0] != Effect(wm) {
 							t.Fatalf("Ack(%d, %s) emitted %v, model %v", id, p, ready, wm)
 						}
@@ -432,7 +435,7 @@ func TestCoordinatorStateMachine(t *testing.T) {
 					ready := c.Ready()
 					nc, ok := ready[0].(NotifyComplete)
 					want := NotifyComplete{ID: id, Mode: mc.mode, Terminal: mc.terminal,
-						TriggeredAt: mc.triggeredAt, Bytes: mc.bytes, MaxAlignment: mc.maxAlign}
+						TriggeredAt: mc.triggeredAt, Bytes: mc.bytes, FullBytes: mc.fullBytes, MaxAlignment: mc.maxAlign}
 					if !ok || nc != want {
 						t.Fatalf("MarkerWritten(%d) emitted %v first, model %v", id, ready[0], want)
 					}

@@ -182,6 +182,7 @@ func runCoordinatorCommand(t *testing.T, td *datadriven.TestData, cp **Coordinat
 	case "ack":
 		info := AckInfo{Alignment: maybeDuration(t, td, "align")}
 		td.MaybeScanArgs(t, "bytes", &info.Bytes)
+		td.MaybeScanArgs(t, "full", &info.FullBytes)
 		for _, p := range participants() {
 			c.Ack(id(), p, info)
 		}

@@ -16,6 +16,7 @@ import (
 const (
 	NameCheckpointDuration  = "clink_checkpoint_duration_seconds"
 	NameCheckpointSize      = "clink_checkpoint_size_bytes"
+	NameCheckpointFullSize  = "clink_checkpoint_full_size_bytes"
 	NameCheckpointsTotal    = "clink_checkpoints_total"
 	NameCheckpointAlignment = "clink_checkpoint_alignment_seconds"
 	NameModeTotal           = "clink_ckpt_mode_total"
@@ -55,6 +56,7 @@ type Registry struct {
 
 	duration  *prometheus.HistogramVec
 	size      *prometheus.HistogramVec
+	fullSize  *prometheus.HistogramVec
 	alignment prometheus.Histogram
 	modes     *prometheus.CounterVec
 	switches  prometheus.Counter
@@ -66,6 +68,7 @@ type Registry struct {
 	completed, aborted, failed atomic.Int64
 	lastDurationNanos          atomic.Int64
 	lastBytes                  atomic.Int64
+	lastFullBytes              atomic.Int64
 	restartsTotal              atomic.Int64
 
 	mu struct {
@@ -99,10 +102,15 @@ type Summary struct {
 	CheckpointsCompleted int64
 	CheckpointsAborted   int64
 	CheckpointsFailed    int64
-	// LastCheckpointDuration and LastCheckpointBytes describe the most
-	// recently completed checkpoint; zero before the first one.
-	LastCheckpointDuration time.Duration
-	LastCheckpointBytes    int64
+	// LastCheckpointDuration, LastCheckpointBytes and
+	// LastCheckpointFullBytes describe the most recently completed
+	// checkpoint; zero before the first one. LastCheckpointBytes is what
+	// the checkpoint newly wrote (incremental size), LastCheckpointFullBytes
+	// what it references, including shared files earlier checkpoints wrote
+	// (full size).
+	LastCheckpointDuration  time.Duration
+	LastCheckpointBytes     int64
+	LastCheckpointFullBytes int64
 	// Restarts is clink_job_restarts_total summed over causes.
 	Restarts int64
 	// RecordsIn and RecordsOut are sums over every registered operator.
@@ -122,8 +130,13 @@ func New() *Registry {
 		}, []string{"mode"}),
 		size: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: NameCheckpointSize,
-			Help: "Bytes written for each completed checkpoint, by stamped mode.",
+			Help: "Bytes each completed checkpoint newly wrote (its snapshot files and the shared files first stored for it: the incremental size), by stamped mode.",
 			// 1KiB .. 4TiB.
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 16),
+		}, []string{"mode"}),
+		fullSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    NameCheckpointFullSize,
+			Help:    "Bytes each completed checkpoint references (its snapshot files and every shared file they list, also those earlier checkpoints wrote: the full size), by stamped mode.",
 			Buckets: prometheus.ExponentialBuckets(1024, 4, 16),
 		}, []string{"mode"}),
 		alignment: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -156,7 +169,7 @@ func New() *Registry {
 	}
 
 	r.prom.MustRegister(
-		r.duration, r.size, r.alignment, r.modes, r.switches, r.restarts,
+		r.duration, r.size, r.fullSize, r.alignment, r.modes, r.switches, r.restarts,
 		(*checkpointCollector)(r),
 		(*operatorCollector)(r),
 		collectors.NewGoCollector(),
@@ -176,12 +189,16 @@ func (r *Registry) Handler() http.Handler {
 }
 
 // CheckpointCompleted records a completed checkpoint: its stamped mode, the
-// time from trigger to completion and the bytes its snapshots occupy.
-func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, bytes int64) {
+// time from trigger to completion, the bytes it newly wrote (incremental
+// size) and the bytes it references (full size; with incremental
+// checkpoints this includes shared files earlier checkpoints wrote).
+func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, bytes, fullBytes int64) {
 	r.duration.WithLabelValues(mode).Observe(duration.Seconds())
 	r.size.WithLabelValues(mode).Observe(float64(bytes))
+	r.fullSize.WithLabelValues(mode).Observe(float64(fullBytes))
 	r.lastDurationNanos.Store(int64(duration))
 	r.lastBytes.Store(bytes)
+	r.lastFullBytes.Store(fullBytes)
 	r.completed.Add(1)
 }
 
@@ -240,12 +257,13 @@ func (r *Registry) Operator(uid string, subtask int) *OperatorCounters {
 // Summary returns the current values for the CLI status line and tests.
 func (r *Registry) Summary() Summary {
 	s := Summary{
-		CheckpointsCompleted:   r.completed.Load(),
-		CheckpointsAborted:     r.aborted.Load(),
-		CheckpointsFailed:      r.failed.Load(),
-		LastCheckpointDuration: time.Duration(r.lastDurationNanos.Load()),
-		LastCheckpointBytes:    r.lastBytes.Load(),
-		Restarts:               r.restartsTotal.Load(),
+		CheckpointsCompleted:    r.completed.Load(),
+		CheckpointsAborted:      r.aborted.Load(),
+		CheckpointsFailed:       r.failed.Load(),
+		LastCheckpointDuration:  time.Duration(r.lastDurationNanos.Load()),
+		LastCheckpointBytes:     r.lastBytes.Load(),
+		LastCheckpointFullBytes: r.lastFullBytes.Load(),
+		Restarts:                r.restartsTotal.Load(),
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()

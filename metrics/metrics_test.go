@@ -51,8 +51,8 @@ clink_ckpt_mode_total{mode="unaligned"} 0
 
 func TestCheckpointOutcomes(t *testing.T) {
 	r := New()
-	r.CheckpointCompleted(ModeAligned, 1500*time.Millisecond, 4096)
-	r.CheckpointCompleted(ModeAligned, 250*time.Millisecond, 2048)
+	r.CheckpointCompleted(ModeAligned, 1500*time.Millisecond, 4096, 8192)
+	r.CheckpointCompleted(ModeAligned, 250*time.Millisecond, 2048, 9000)
 	r.CheckpointAborted(false)
 	r.CheckpointAborted(true)
 	r.CheckpointAborted(true)
@@ -70,11 +70,12 @@ clink_checkpoints_total{result="failed"} 2
 
 	got := r.Summary()
 	wantSummary := Summary{
-		CheckpointsCompleted:   2,
-		CheckpointsAborted:     1,
-		CheckpointsFailed:      2,
-		LastCheckpointDuration: 250 * time.Millisecond,
-		LastCheckpointBytes:    2048,
+		CheckpointsCompleted:    2,
+		CheckpointsAborted:      1,
+		CheckpointsFailed:       2,
+		LastCheckpointDuration:  250 * time.Millisecond,
+		LastCheckpointBytes:     2048,
+		LastCheckpointFullBytes: 9000,
 	}
 	if got != wantSummary {
 		t.Fatalf("Summary() = %+v, want %+v", got, wantSummary)
@@ -83,8 +84,8 @@ clink_checkpoints_total{result="failed"} 2
 
 func TestCheckpointHistograms(t *testing.T) {
 	r := New()
-	r.CheckpointCompleted(ModeUnaligned, 1500*time.Millisecond, 4096)
-	r.CheckpointCompleted(ModeUnaligned, 500*time.Millisecond, 1024)
+	r.CheckpointCompleted(ModeUnaligned, 1500*time.Millisecond, 4096, 10000)
+	r.CheckpointCompleted(ModeUnaligned, 500*time.Millisecond, 1024, 10100)
 	r.AlignmentTime(20 * time.Millisecond)
 
 	mfs, err := r.Prometheus().Gather()
@@ -113,6 +114,7 @@ func TestCheckpointHistograms(t *testing.T) {
 	want := map[string]hist{
 		NameCheckpointDuration:  {"mode=unaligned", 2, 2.0},
 		NameCheckpointSize:      {"mode=unaligned", 2, 5120},
+		NameCheckpointFullSize:  {"mode=unaligned", 2, 20100},
 		NameCheckpointAlignment: {"", 1, 0.02},
 	}
 	for name, w := range want {
@@ -121,8 +123,8 @@ func TestCheckpointHistograms(t *testing.T) {
 		}
 	}
 	// Histograms must also be present in the exposition with their buckets.
-	if n, err := testutil.GatherAndCount(r.Prometheus(), NameCheckpointDuration, NameCheckpointSize, NameCheckpointAlignment); err != nil || n != 3 {
-		t.Fatalf("GatherAndCount = %d, %v; want 3 series", n, err)
+	if n, err := testutil.GatherAndCount(r.Prometheus(), NameCheckpointDuration, NameCheckpointSize, NameCheckpointFullSize, NameCheckpointAlignment); err != nil || n != 4 {
+		t.Fatalf("GatherAndCount = %d, %v; want 4 series", n, err)
 	}
 }
 
@@ -238,7 +240,7 @@ func TestConcurrentUse(t *testing.T) {
 				r.AdaptiveSwitch()
 				r.CheckpointAborted(i%20 == 0)
 			} else {
-				r.CheckpointCompleted(ModeAligned, time.Duration(i)*time.Millisecond, int64(i))
+				r.CheckpointCompleted(ModeAligned, time.Duration(i)*time.Millisecond, int64(i), int64(2*i))
 			}
 		}
 	})

@@ -28,7 +28,7 @@ type driverEvent struct {
 	kind       driverEventKind
 	id         checkpoint.ID
 	p          checkpoint.ParticipantID
-	bytes      int64
+	size       snapshotSize
 	alignNanos int64
 	err        error
 }
@@ -62,8 +62,8 @@ type driver struct {
 	switches    int
 }
 
-func (d *driver) ack(id checkpoint.ID, p checkpoint.ParticipantID, bytes int64, alignNanos int64) {
-	d.send(driverEvent{kind: evAck, id: id, p: p, bytes: bytes, alignNanos: alignNanos})
+func (d *driver) ack(id checkpoint.ID, p checkpoint.ParticipantID, size snapshotSize, alignNanos int64) {
+	d.send(driverEvent{kind: evAck, id: id, p: p, size: size, alignNanos: alignNanos})
 }
 
 func (d *driver) decline(id checkpoint.ID, p checkpoint.ParticipantID, err error) {
@@ -113,7 +113,7 @@ func (d *driver) run(stop <-chan struct{}) error {
 func (d *driver) handle(ev driverEvent) {
 	switch ev.kind {
 	case evAck:
-		d.coord.Ack(ev.id, ev.p, checkpoint.AckInfo{Bytes: ev.bytes, Alignment: time.Duration(ev.alignNanos)})
+		d.coord.Ack(ev.id, ev.p, checkpoint.AckInfo{Bytes: ev.size.written, FullBytes: ev.size.full, Alignment: time.Duration(ev.alignNanos)})
 		if ev.alignNanos > 0 {
 			d.metrics.AlignmentTime(time.Duration(ev.alignNanos))
 		}
@@ -196,8 +196,9 @@ func (d *driver) apply(e checkpoint.Effect) error {
 		d.coord.MarkerWritten(e.ID)
 	case checkpoint.NotifyComplete:
 		dur := time.Since(e.TriggeredAt)
-		d.metrics.CheckpointCompleted(e.Mode.String(), dur, e.Bytes)
-		d.log.Info("checkpoint completed", "checkpoint", e.ID, "mode", e.Mode, "duration", dur, "bytes", e.Bytes, "terminal", e.Terminal)
+		d.metrics.CheckpointCompleted(e.Mode.String(), dur, e.Bytes, e.FullBytes)
+		d.log.Info("checkpoint completed", "checkpoint", e.ID, "mode", e.Mode, "duration", dur,
+			"bytes", e.Bytes, "full_bytes", e.FullBytes, "terminal", e.Terminal)
 		for _, l := range d.listeners {
 			if err := l.NotifyCheckpointComplete(e.ID); err != nil {
 				return fmt.Errorf("notifying completion of checkpoint %d: %w", e.ID, err)

@@ -516,7 +516,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 	for _, b := range ex.tasks {
 		b.acks = d
 		b.final = d.final
-		b.worker = newSnapshotWorker(b.name, b.tc.Vertex, b.participant, ex.store, d)
+		b.worker = newSnapshotWorker(b.name, b.tc.Vertex, b.participant, ex.store, b.tc.Shared, d)
 	}
 	for _, st := range sources {
 		st.finished = d.sourceFinished

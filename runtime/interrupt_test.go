@@ -76,7 +76,9 @@ type ackRecorder struct {
 	declined chan error
 }
 
-func (a *ackRecorder) ack(id checkpoint.ID, _ checkpoint.ParticipantID, _, _ int64) { a.acked <- id }
+func (a *ackRecorder) ack(id checkpoint.ID, _ checkpoint.ParticipantID, _ snapshotSize, _ int64) {
+	a.acked <- id
+}
 func (a *ackRecorder) decline(_ checkpoint.ID, _ checkpoint.ParticipantID, err error) {
 	a.declined <- err
 }
@@ -102,7 +104,7 @@ func runStepTask(t *testing.T, op *stepOp, inputs []*Channel, wake chan struct{}
 	close(final)
 	acks := &ackRecorder{acked: make(chan checkpoint.ID, 16), declined: make(chan error, 16)}
 	b := &taskBase{name: tc.Name, participant: "op-0", tc: tc, wake: wake, done: done, final: final, bufferTimeout: -1}
-	b.worker = newSnapshotWorker(b.name, tc.Vertex, b.participant, st, acks)
+	b.worker = newSnapshotWorker(b.name, tc.Vertex, b.participant, st, tc.Shared, acks)
 	logical := make([]int, len(inputs))
 	ot := &operatorTask{base: b, op: op, inputs: inputs, logical: logical}
 	ot.intr = tc.Out.interruptible(inputs)

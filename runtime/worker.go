@@ -18,8 +18,18 @@ type snapshotJob struct {
 
 // acker receives a task's verdict on a checkpoint.
 type acker interface {
-	ack(id checkpoint.ID, p checkpoint.ParticipantID, bytes int64, alignNanos int64)
+	ack(id checkpoint.ID, p checkpoint.ParticipantID, size snapshotSize, alignNanos int64)
 	decline(id checkpoint.ID, p checkpoint.ParticipantID, err error)
+}
+
+// snapshotSize is what one task's snapshot of a checkpoint adds up to.
+type snapshotSize struct {
+	// written is what the task newly wrote for the checkpoint: its
+	// snapshot file and the shared files it stored (incremental size).
+	written int64
+	// full is its snapshot file and every shared file the snapshot lists
+	// (full size).
+	full int64
 }
 
 // snapshotWorker makes one task's captured snapshots durable off the task
@@ -37,7 +47,11 @@ type snapshotWorker struct {
 	vertex      string
 	participant checkpoint.ParticipantID
 	store       *store.Store
-	acks        acker
+	// shared is the task's handle on the shared files (nil without
+	// checkpointing): its operators store files through it, and it
+	// counts what they wrote per checkpoint.
+	shared *store.Shared
+	acks   acker
 
 	queue    chan snapshotJob
 	canceled chan struct{}
@@ -45,12 +59,13 @@ type snapshotWorker struct {
 	once     sync.Once
 }
 
-func newSnapshotWorker(name, vertex string, p checkpoint.ParticipantID, st *store.Store, acks acker) *snapshotWorker {
+func newSnapshotWorker(name, vertex string, p checkpoint.ParticipantID, st *store.Store, shared *store.Shared, acks acker) *snapshotWorker {
 	w := &snapshotWorker{
 		name:        name,
 		vertex:      vertex,
 		participant: p,
 		store:       st,
+		shared:      shared,
 		acks:        acks,
 		queue:       make(chan snapshotJob, 1),
 		canceled:    make(chan struct{}),
@@ -82,6 +97,10 @@ func (w *snapshotWorker) run() {
 
 func (w *snapshotWorker) persist(job snapshotJob) {
 	snap, err := job.snap.snapshot(w.vertex)
+	var size snapshotSize
+	if err == nil {
+		size, err = w.sharedSize(job.id, snap)
+	}
 	if err != nil {
 		w.acks.decline(job.id, w.participant, fmt.Errorf("building snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
 		return
@@ -91,7 +110,30 @@ func (w *snapshotWorker) persist(job snapshotJob) {
 		w.acks.decline(job.id, w.participant, fmt.Errorf("persisting snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
 		return
 	}
-	w.acks.ack(job.id, w.participant, n, job.align)
+	size.written += n
+	size.full += n
+	w.acks.ack(job.id, w.participant, size, job.align)
+}
+
+// sharedSize returns the shared-file part of snap's sizes: the files the
+// task stored for checkpoint id, and every file snap lists.
+func (w *snapshotWorker) sharedSize(id checkpoint.ID, snap *store.TaskSnapshot) (snapshotSize, error) {
+	if w.shared == nil {
+		return snapshotSize{}, nil
+	}
+	var refs []string
+	for _, op := range snap.Operators {
+		for _, st := range op.OperatorState {
+			if st.Name == store.SharedRefsState {
+				refs = append(refs, store.ParseSharedRefs(st.Data)...)
+			}
+		}
+	}
+	full, err := w.shared.Sizes(refs)
+	if err != nil {
+		return snapshotSize{}, err
+	}
+	return snapshotSize{written: w.shared.TakeWritten(id), full: full}, nil
 }
 
 // enqueue hands a captured snapshot to the worker, blocking while the worker

@@ -39,24 +39,104 @@ const sharedDirName = "shared"
 // checkpoint in flight is about to list. The Shared of Store.Shared pins
 // nothing: a file put through it and listed by no remaining checkpoint may
 // be deleted by any retention.
+//
+// A Shared counts, per checkpoint, the bytes of the files it wrote for
+// that checkpoint, together with the Shareds derived from it by For (one
+// task's handle and the handles its operators use per checkpoint); see
+// TakeWritten.
 type Shared struct {
-	s  *Store
-	id checkpoint.ID // 0: not of a checkpoint
+	s    *Store
+	id   checkpoint.ID // 0: not of a checkpoint
+	acct *sharedAccount
+}
+
+// sharedAccount is the written-bytes count of a Shared and the Shareds
+// derived from it.
+type sharedAccount struct {
+	mu      sync.Mutex
+	written map[checkpoint.ID]int64
+}
+
+func (a *sharedAccount) add(id checkpoint.ID, n int64) {
+	if id == 0 || n == 0 {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.written == nil {
+		a.written = map[checkpoint.ID]int64{}
+	}
+	a.written[id] += n
 }
 
 // Shared returns the store's shared-file area, for restores and tools. Files
-// that a checkpoint will list must be put with SharedFor.
-func (s *Store) Shared() *Shared { return &Shared{s: s} }
+// that a checkpoint will list must be put with SharedFor or with For of the
+// returned Shared.
+func (s *Store) Shared() *Shared { return &Shared{s: s, acct: &sharedAccount{}} }
 
 // SharedFor returns the shared-file area as used by the snapshots of
 // checkpoint id: what it puts or finds is pinned until id completes or is
 // discarded, and after Discard(id) its Put fails and its Has reports
 // false, so that an aborted checkpoint stops uploading.
-func (s *Store) SharedFor(id checkpoint.ID) *Shared { return &Shared{s: s, id: id} }
+func (s *Store) SharedFor(id checkpoint.ID) *Shared {
+	return &Shared{s: s, id: id, acct: &sharedAccount{}}
+}
 
 // For returns the shared-file area of sh's store as used by checkpoint id
-// (see Store.SharedFor).
-func (sh *Shared) For(id checkpoint.ID) *Shared { return sh.s.SharedFor(id) }
+// (see Store.SharedFor). What it writes counts in sh's TakeWritten.
+func (sh *Shared) For(id checkpoint.ID) *Shared { return &Shared{s: sh.s, id: id, acct: sh.acct} }
+
+// TakeWritten returns the bytes of the shared files that sh and the
+// Shareds derived from it stored for checkpoint id, and forgets them. A
+// file counts where it is new in shared/: a Put or Write that finds the
+// file there already adds nothing. A file written by WriteUnpinned (a
+// background materialization) counts for the first checkpoint whose Has
+// or Put pins it. This is the part of a checkpoint's incremental size that
+// lies outside its snapshot files.
+func (sh *Shared) TakeWritten(id checkpoint.ID) int64 {
+	a := sh.acct
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.written[id]
+	delete(a.written, id)
+	return n
+}
+
+// Sizes returns the total size of the named files in shared/, each counted
+// once: the part of a checkpoint's full size that its snapshots reference.
+// A name that is not there is an error, as the checkpoint listing it could
+// not be restored.
+func (sh *Shared) Sizes(names []string) (int64, error) {
+	seen := make(map[string]bool, len(names))
+	var total int64
+	for _, name := range names {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		p, err := sh.path(name)
+		if err != nil {
+			return 0, err
+		}
+		st, err := sh.s.fs.Stat(p)
+		if err != nil {
+			return 0, fmt.Errorf("sizing shared file %s: %w", p, pathCause(err))
+		}
+		total += st.Size()
+	}
+	return total, nil
+}
+
+// written records that sh stored the file at dst, name in shared/.
+func (sh *Shared) written(dst string) {
+	st, err := sh.s.fs.Stat(dst)
+	if err != nil {
+		// Only the size report misses it; the file was stored durably.
+		sh.s.log.Warn("sizing a stored shared file", "file", dst, "err", err)
+		return
+	}
+	sh.acct.add(sh.id, st.Size())
+}
 
 func (sh *Shared) dir() string { return sh.s.fs.PathJoin(sh.s.dir, sharedDirName) }
 
@@ -84,6 +164,10 @@ func (sh *Shared) pin(name string, put bool) error {
 	if !pins[name] {
 		pins[name] = true
 		m.held[name]++
+	}
+	if n, ok := m.unclaimed[name]; ok {
+		delete(m.unclaimed, name)
+		sh.acct.add(sh.id, n)
 	}
 	if put {
 		m.held[name]++
@@ -137,6 +221,7 @@ func (sh *Shared) Put(name, path string) error {
 	if dirErr != nil {
 		sh.s.log.Warn("syncing directory after storing a shared file", "file", dst, "err", dirErr)
 	}
+	sh.written(dst)
 	return nil
 }
 
@@ -215,6 +300,10 @@ type sharedPins struct {
 	orphans map[string]bool
 	// listed: shared/ was listed for leftovers of earlier runs.
 	listed bool
+	// unclaimed holds the sizes of the files WriteUnpinned stored that no
+	// checkpoint has pinned yet; the first to pin one counts its bytes as
+	// newly written (see Shared.TakeWritten).
+	unclaimed map[string]int64
 }
 
 func (m *sharedPins) init() {
@@ -222,6 +311,7 @@ func (m *sharedPins) init() {
 	m.held = map[string]int{}
 	m.discarded = map[checkpoint.ID]bool{}
 	m.orphans = map[string]bool{}
+	m.unclaimed = map[string]int64{}
 }
 
 func (m *sharedPins) unhold(name string) {
@@ -377,6 +467,7 @@ func (s *Store) collectShared(candidates map[string]bool, remaining []checkpoint
 		if err := s.fs.Remove(s.fs.PathJoin(sh.dir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("removing shared file %s: %w", s.fs.PathJoin(sh.dir(), name), pathCause(err))
 		}
+		delete(m.unclaimed, name)
 		removed++
 		return nil
 	}
@@ -420,7 +511,11 @@ func (sh *Shared) Write(name string, write func(w io.Writer) error) error {
 		}
 		defer sh.putDone(name)
 	}
-	return sh.write(name, write)
+	dst, written, err := sh.write(name, write)
+	if written {
+		sh.written(dst)
+	}
+	return err
 }
 
 // WriteUnpinned is Write for a file that no checkpoint in flight lists
@@ -433,24 +528,34 @@ func (sh *Shared) WriteUnpinned(name string, write func(w io.Writer) error) erro
 	m.Lock()
 	m.held[name]++
 	m.Unlock()
-	defer func() {
-		m.Lock()
-		m.unhold(name)
-		m.Unlock()
-	}()
-	return sh.write(name, write)
+	dst, written, err := sh.write(name, write)
+	var size int64 = -1
+	if written {
+		if st, serr := sh.s.fs.Stat(dst); serr == nil {
+			size = st.Size()
+		}
+	}
+	m.Lock()
+	defer m.Unlock()
+	if size >= 0 {
+		m.unclaimed[name] = size
+	}
+	m.unhold(name)
+	return err
 }
 
-func (sh *Shared) write(name string, write func(w io.Writer) error) error {
-	dst, err := sh.path(name)
+// write stores name as Write does; written reports that it created the
+// file at dst rather than finding it there.
+func (sh *Shared) write(name string, write func(w io.Writer) error) (dst string, written bool, err error) {
+	dst, err = sh.path(name)
 	if err != nil {
-		return err
+		return "", false, err
 	}
 	if sh.exists(dst) {
-		return nil
+		return dst, false, nil
 	}
 	if err := sh.ensureDir(); err != nil {
-		return err
+		return dst, false, err
 	}
 	tmp := sh.s.fs.PathJoin(sh.dir(), fmt.Sprintf("%s%s.%d%s", tempPrefix, name, sh.s.tempSeq.Add(1), tempSuffix))
 	create := func() (vfs.File, error) {
@@ -469,10 +574,10 @@ func (sh *Shared) write(name string, write func(w io.Writer) error) error {
 	}
 	dirErr, err := writeDurable(sh.s.fs, dst, tmp, create, FsyncEnabled())
 	if err != nil {
-		return fmt.Errorf("storing shared file %s: %w", name, err)
+		return dst, false, fmt.Errorf("storing shared file %s: %w", name, err)
 	}
 	if dirErr != nil {
 		sh.s.log.Warn("syncing directory after storing a shared file", "file", dst, "err", dirErr)
 	}
-	return nil
+	return dst, true, nil
 }
