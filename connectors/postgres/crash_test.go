@@ -16,12 +16,22 @@ import (
 )
 
 const (
-	xaCrashTable = "clink_xa_crash"
-	xaCrashUID   = "xa_crash"
 	xaCrashRows  = 200_000
 	xaCrashRate  = 2_500 // rows per second per source subtask, until the last run
 	xaCrashKills = 60
 )
+
+// xaCrashRun names the table and sink uid of one run of the XA crash
+// test: the test process's pid, handed to its job processes, so that runs
+// on one database at the same time keep apart their rows and their
+// prepared transactions.
+func xaCrashRun() (table, uid string) {
+	run := os.Getenv("CLINK_PG_XA_CRASH_RUN")
+	if run == "" {
+		run = strconv.Itoa(os.Getpid())
+	}
+	return "clink_xa_crash_" + run, "xa_crash_" + run
+}
 
 // xaCrashJob is the job the XA crash test kills: a rate-limited generator
 // at parallelism 2, mapped to rows, into the XA sink.
@@ -30,6 +40,7 @@ func xaCrashJob(opts clink.Options, rate float64) (*clink.Environment, error) {
 	if err != nil {
 		return nil, err
 	}
+	xaCrashTable, xaCrashUID := xaCrashRun()
 	cfg := xaConfig(xaCrashTable)
 	cfg.BatchRows = 256
 	newSink, err := XAFactory(cfg)
@@ -109,6 +120,7 @@ func TestXACrashExactlyOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs subprocesses for several seconds")
 	}
+	xaCrashTable, xaCrashUID := xaCrashRun()
 	newTable(t, xaCrashTable, "id bigint NOT NULL, name text NOT NULL", xaCrashUID)
 	ckpt := t.TempDir()
 	h := &crashtest.Harness{
@@ -121,7 +133,8 @@ func TestXACrashExactlyOnce(t *testing.T) {
 		Faults:        xaCrashFaults,
 		Command: lastRunUnlimited(xaCrashKills, xaCrashRate, func(restore string) *exec.Cmd {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestXACrashJobProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "CLINK_PG_XA_CRASH_CKPT="+ckpt, "CLINK_PG_XA_CRASH_RESTORE="+restore)
+			cmd.Env = append(os.Environ(), "CLINK_PG_XA_CRASH_CKPT="+ckpt, "CLINK_PG_XA_CRASH_RESTORE="+restore,
+				"CLINK_PG_XA_CRASH_RUN="+strconv.Itoa(os.Getpid()))
 			return cmd
 		}),
 	}
