@@ -49,12 +49,19 @@ type windowState struct {
 	// first holds the first window of a new state: most keys have one
 	// or two windows open.
 	first [1]openWindow
+	// firstAccs is the spare room of a new state when its windows have
+	// at most two aggregates: a key's first window allocates no slice.
+	firstAccs [2]expr.Accumulator
 }
 
-// newWindowState returns an empty state with room for one window.
-func newWindowState() *windowState {
+// newWindowState returns an empty state with room for one window and,
+// when they are few, its k accumulators.
+func newWindowState(k int) *windowState {
 	s := &windowState{}
 	s.wins = s.first[:0]
+	if k <= len(s.firstAccs) {
+		s.spare = s.firstAccs[:k]
+	}
 	return s
 }
 
@@ -277,6 +284,12 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz), nil
 	}
 
+	// A result row is made for its window alone and kept by no one: the
+	// Calc after the window may write its output into it (see
+	// ownedInput), so it gets room for the widest.
+	b.owned[uid] = true
+	width := b.rowCapacity(n)
+
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
 		ts := ctx.Timestamp()
 		if ts == clink.NoTimestamp {
@@ -300,7 +313,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 					continue // late: the window fired (or would have)
 				}
 				if st == nil {
-					st = newWindowState()
+					st = newWindowState(len(aggs))
 				}
 				i, added := st.window(sp.start, sp.end, aggs)
 				arm = arm || added && i == 0
@@ -342,17 +355,21 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			done := 0
 			for done < len(st.wins) && st.wins[done].end-1 <= wm {
 				w := &st.wins[done]
-				if ferr = emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, uid); ferr != nil {
+				if ferr = emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, width, uid); ferr != nil {
 					return st, true
 				}
 				clear(w.accs) // it may share its array with open windows
 				*w = openWindow{}
 				done++
 			}
-			st.wins = st.wins[done:]
-			if len(st.wins) == 0 {
+			if done == len(st.wins) {
 				return nil, false
 			}
+			// Move the open windows to the front: the slice keeps its
+			// room for the windows to come.
+			left := copy(st.wins, st.wins[done:])
+			clear(st.wins[left:])
+			st.wins = st.wins[:left]
 			rearm, next = true, st.wins[0].end-1
 			return st, true
 		})
@@ -396,9 +413,10 @@ func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, ui
 
 // emitWindow emits the result row of window [start, end) of the group key
 // k (nk values): +I of the keys, the accumulators' results, window_start,
-// window_end and window_time, at the window's last millisecond.
-func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, uid string) error {
-	vals, err := appendKey(make([]types.Value, 0, nk+len(accs)+3), k, nk)
+// window_end and window_time, at the window's last millisecond. The row
+// has room for at least width values.
+func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, width int, uid string) error {
+	vals, err := appendKey(make([]types.Value, 0, max(nk+len(accs)+3, width)), k, nk)
 	if err != nil {
 		return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 	}

@@ -322,7 +322,7 @@ func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.W
 		}
 		wm := ctx.CurrentWatermark()
 		emit := func(start, end int64, accs []expr.Accumulator) error {
-			return emitWindow(out, ctx.Key(), nk, accs, start, end, ltz, uid)
+			return emitWindow(out, ctx.Key(), nk, accs, start, end, ltz, 0, uid)
 		}
 		var (
 			timer int64
