@@ -98,6 +98,35 @@ func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, a
 	return i, true
 }
 
+// fire calls emit for each window whose last millisecond the watermark wm
+// has reached, in order, and removes them. The open windows left move to
+// the front of the slice, which keeps its room; a fired window's
+// accumulator room becomes the spare room when that is used up. On an
+// error of emit the window it failed on stays.
+func (s *windowState) fire(wm int64, emit func(w *openWindow) error) error {
+	done := 0
+	defer func() {
+		left := copy(s.wins, s.wins[done:])
+		clear(s.wins[left:])
+		s.wins = s.wins[:left]
+	}()
+	for done < len(s.wins) && s.wins[done].end-1 <= wm {
+		w := &s.wins[done]
+		if err := emit(w); err != nil {
+			return err
+		}
+		// Its accumulators' room is its own k slots of an array it
+		// may share with open windows.
+		clear(w.accs)
+		if len(s.spare) < len(w.accs) {
+			s.spare = w.accs
+		}
+		*w = openWindow{}
+		done++
+	}
+	return nil
+}
+
 // newAccs returns new accumulators of aggs in room taken from spare. When
 // spare is used up it is refilled with room for as many sets as open
 // (at least 1, at most 64): a key with many open windows opens many.
@@ -352,24 +381,15 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			// Every window the watermark passed fires now, not only the
 			// one the timer was set for: a watermark that jumps fires a
 			// key's windows in one go.
-			done := 0
-			for done < len(st.wins) && st.wins[done].end-1 <= wm {
-				w := &st.wins[done]
-				if ferr = emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, width, uid); ferr != nil {
-					return st, true
-				}
-				clear(w.accs) // it may share its array with open windows
-				*w = openWindow{}
-				done++
+			ferr = st.fire(wm, func(w *openWindow) error {
+				return emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, width, uid)
+			})
+			if ferr != nil {
+				return st, true
 			}
-			if done == len(st.wins) {
+			if len(st.wins) == 0 {
 				return nil, false
 			}
-			// Move the open windows to the front: the slice keeps its
-			// room for the windows to come.
-			left := copy(st.wins, st.wins[done:])
-			clear(st.wins[left:])
-			st.wins = st.wins[:left]
 			rearm, next = true, st.wins[0].end-1
 			return st, true
 		})
