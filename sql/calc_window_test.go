@@ -7,31 +7,46 @@ import (
 	"testing"
 )
 
-// TestCalcWritesIntoWindowRows runs Calcs of several shapes after a
-// TUMBLE aggregation, whose result rows a Calc may overwrite with its
-// output (a row is made for its window alone): a permutation that reads
-// slots an earlier projection wrote, a filter with computed values, an
-// output wider than the window's row, and a window result read by two
+// TestCalcWritesIntoWindowRows runs Calcs of several shapes after a TUMBLE
+// and a HOP (sliced) aggregation, whose result rows a Calc may overwrite
+// with its output (a row is made for its window alone): a permutation that
+// reads slots an earlier projection wrote, a filter with computed values,
+// an output wider than the window's row, and a window result read by two
 // queries, which neither may write into. The output must be what the query
 // says, at parallelism 1 and 2.
 func TestCalcWritesIntoWindowRows(t *testing.T) {
-	const table = `
+	for _, win := range []struct {
+		name, tvf string
+		starts    func(a int64) []int64 // the starts of a's windows
+	}{
+		{"tumble", "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0.005' SECOND)",
+			func(a int64) []int64 { return []int64{a / 5 * 5} }},
+		{"hop", "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '0.005' SECOND, INTERVAL '0.01' SECOND)",
+			func(a int64) []int64 { return []int64{a/5*5 - 5, a / 5 * 5} }},
+	} {
+		t.Run(win.name, func(t *testing.T) { testCalcIntoWindowRows(t, win.tvf, win.starts) })
+	}
+}
+
+func testCalcIntoWindowRows(t *testing.T, tvf string, starts func(a int64) []int64) {
+	table := `
 CREATE TABLE t (a BIGINT, k AS a % 3, ts AS TO_TIMESTAMP_LTZ(a, 3), WATERMARK FOR ts AS ts) WITH (
   'connector' = 'datagen', 'rows-per-second' = '0',
   'fields.a.kind' = 'sequence', 'fields.a.start' = '1', 'fields.a.end' = '40');
 CREATE VIEW w AS SELECT k, COUNT(*) AS c, SUM(a) AS s, window_start AS ws
-  FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0.005' SECOND))
+  FROM TABLE(` + tvf + `)
   GROUP BY k, window_start, window_end;
 `
-	// The windows of 5 ms: per key and window start, the count and the sum
-	// of a.
+	// Per key and window start, the count and the sum of a.
 	type win struct{ k, ws int64 }
 	type agg struct{ c, s int64 }
 	wins := map[win]agg{}
 	for a := int64(1); a <= 40; a++ {
-		w := win{a % 3, a / 5 * 5}
-		g := wins[w]
-		wins[w] = agg{g.c + 1, g.s + a}
+		for _, ws := range starts(a) {
+			w := win{a % 3, ws}
+			g := wins[w]
+			wins[w] = agg{g.c + 1, g.s + a}
+		}
 	}
 	// row formats values as the print sink does; rows lists f's row of
 	// every window ("" when f filters the window out), sorted.
@@ -52,7 +67,12 @@ CREATE VIEW w AS SELECT k, COUNT(*) AS c, SUM(a) AS s, window_start AS ws
 		slices.Sort(out)
 		return out
 	}
-	ts := func(ms int64) string { return fmt.Sprintf("1970-01-01 00:00:00.%03d", ms) }
+	ts := func(ms int64) string {
+		if ms < 0 {
+			return fmt.Sprintf("1969-12-31 23:59:59.%03d", 1000+ms)
+		}
+		return fmt.Sprintf("1970-01-01 00:00:00.%03d", ms)
+	}
 	for _, tc := range []struct {
 		name, sink, query string
 		want              func(w win, g agg) string

@@ -309,15 +309,15 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	if n.Attached {
 		in = clink.Filter(in, uid+".bounds", func(r types.Row) bool { return !r.Values[sc].IsNull() && !r.Values[ec].IsNull() })
 	}
-	if sl, ok := newSlicer(n); ok {
-		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz), nil
-	}
-
 	// A result row is made for its window alone and kept by no one: the
 	// Calc after the window may write its output into it (see
 	// ownedInput), so it gets room for the widest.
 	b.owned[uid] = true
 	width := b.rowCapacity(n)
+
+	if sl, ok := newSlicer(n); ok {
+		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz, width), nil
+	}
 
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
 		ts := ctx.Timestamp()
