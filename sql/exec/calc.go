@@ -14,13 +14,15 @@ import (
 // write its output into the input row's own storage: that is allowed when
 // the input row was made for this record alone and nothing else reads or
 // keeps it. builder.owned records the streams whose rows are such (the
-// scans that make a fresh row per record, and the operators that pass an
-// owned row on unchanged or write into it); an owned row is handed to the
-// stream's one consumer, which runs chained in the same task (a forward
-// edge between equal parallelisms), so no channel, in-flight capture or
-// other operator sees the row before that consumer is done with it. Rows
-// that operators keep in state (Rank, joins, OVER) or that a stream hands
-// to two consumers are never owned, so a Calc after them copies.
+// scans that make a fresh row per record, the TUMBLE, HOP and CUMULATE
+// aggregations, which make one per fired window, and the operators that
+// pass an owned row on unchanged or write into it); an owned row is
+// handed to the stream's one consumer, which runs chained in the same task
+// (a forward edge between equal parallelisms), so no channel, in-flight
+// capture or other operator sees the row before that consumer is done
+// with it. Rows that operators keep in state (Rank, joins, OVER) or that
+// a stream hands to two consumers are never owned, so a Calc after them
+// copies.
 
 // ownedInput reports whether n's rows may be overwritten by n's one
 // consumer.

@@ -49,12 +49,19 @@ type windowState struct {
 	// first holds the first window of a new state: most keys have one
 	// or two windows open.
 	first [1]openWindow
+	// firstAccs is the spare room of a new state when its windows have
+	// at most two aggregates: a key's first window allocates no slice.
+	firstAccs [2]expr.Accumulator
 }
 
-// newWindowState returns an empty state with room for one window.
-func newWindowState() *windowState {
+// newWindowState returns an empty state with room for one window and,
+// when they are few, its k accumulators.
+func newWindowState(k int) *windowState {
 	s := &windowState{}
 	s.wins = s.first[:0]
+	if k <= len(s.firstAccs) {
+		s.spare = s.firstAccs[:k]
+	}
 	return s
 }
 
@@ -89,6 +96,35 @@ func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, a
 	copy(s.wins[i+1:], s.wins[i:])
 	s.wins[i] = openWindow{start: start, end: end, accs: accs}
 	return i, true
+}
+
+// fire calls emit for each window whose last millisecond the watermark wm
+// has reached, in order, and removes them. The open windows left move to
+// the front of the slice, which keeps its room; a fired window's
+// accumulator room becomes the spare room when that is used up. On an
+// error of emit the window it failed on stays.
+func (s *windowState) fire(wm int64, emit func(w *openWindow) error) error {
+	done := 0
+	defer func() {
+		left := copy(s.wins, s.wins[done:])
+		clear(s.wins[left:])
+		s.wins = s.wins[:left]
+	}()
+	for done < len(s.wins) && s.wins[done].end-1 <= wm {
+		w := &s.wins[done]
+		if err := emit(w); err != nil {
+			return err
+		}
+		// Its accumulators' room is its own k slots of an array it
+		// may share with open windows.
+		clear(w.accs)
+		if len(s.spare) < len(w.accs) {
+			s.spare = w.accs
+		}
+		*w = openWindow{}
+		done++
+	}
+	return nil
 }
 
 // newAccs returns new accumulators of aggs in room taken from spare. When
@@ -273,8 +309,14 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	if n.Attached {
 		in = clink.Filter(in, uid+".bounds", func(r types.Row) bool { return !r.Values[sc].IsNull() && !r.Values[ec].IsNull() })
 	}
+	// A result row is made for its window alone and kept by no one: the
+	// Calc after the window may write its output into it (see
+	// ownedInput), so it gets room for the widest.
+	b.owned[uid] = true
+	width := b.rowCapacity(n)
+
 	if sl, ok := newSlicer(n); ok {
-		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz), nil
+		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz, width), nil
 	}
 
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
@@ -300,7 +342,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 					continue // late: the window fired (or would have)
 				}
 				if st == nil {
-					st = newWindowState()
+					st = newWindowState(len(aggs))
 				}
 				i, added := st.window(sp.start, sp.end, aggs)
 				arm = arm || added && i == 0
@@ -339,17 +381,12 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			// Every window the watermark passed fires now, not only the
 			// one the timer was set for: a watermark that jumps fires a
 			// key's windows in one go.
-			done := 0
-			for done < len(st.wins) && st.wins[done].end-1 <= wm {
-				w := &st.wins[done]
-				if ferr = emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, uid); ferr != nil {
-					return st, true
-				}
-				clear(w.accs) // it may share its array with open windows
-				*w = openWindow{}
-				done++
+			ferr = st.fire(wm, func(w *openWindow) error {
+				return emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, width, uid)
+			})
+			if ferr != nil {
+				return st, true
 			}
-			st.wins = st.wins[done:]
 			if len(st.wins) == 0 {
 				return nil, false
 			}
@@ -396,9 +433,10 @@ func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, ui
 
 // emitWindow emits the result row of window [start, end) of the group key
 // k (nk values): +I of the keys, the accumulators' results, window_start,
-// window_end and window_time, at the window's last millisecond.
-func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, uid string) error {
-	vals, err := appendKey(make([]types.Value, 0, nk+len(accs)+3), k, nk)
+// window_end and window_time, at the window's last millisecond. The row
+// has room for at least width values.
+func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, width int, uid string) error {
+	vals, err := appendKey(make([]types.Value, 0, max(nk+len(accs)+3, width)), k, nk)
 	if err != nil {
 		return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 	}

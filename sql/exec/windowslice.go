@@ -280,8 +280,8 @@ func (st *sliceState) fire(sl slicer, wm int64, uid string, emit func(start, end
 func inTimeRange(t int64) bool { return t > math.MinInt64/4 && t < math.MaxInt64/4 }
 
 // slicedWindowAggregate is fixedWindowAggregate for the windows sl
-// slices.
-func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.WindowAggregate, sl slicer, ltz bool) clink.Stream[types.Row] {
+// slices; its result rows have room for width values.
+func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.WindowAggregate, sl slicer, ltz bool, width int) clink.Stream[types.Row] {
 	nk, aggs, uid := len(n.Keys), n.Aggs, n.UID()
 
 	add := func(ctx *clink.KeyedContext[string, *sliceState], r types.Row, _ *clink.Collector[types.Row]) error {
@@ -322,7 +322,7 @@ func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.W
 		}
 		wm := ctx.CurrentWatermark()
 		emit := func(start, end int64, accs []expr.Accumulator) error {
-			return emitWindow(out, ctx.Key(), nk, accs, start, end, ltz, uid)
+			return emitWindow(out, ctx.Key(), nk, accs, start, end, ltz, width, uid)
 		}
 		var (
 			timer int64
