@@ -224,26 +224,10 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 }
 
 func (f *frozenCow[K, V]) appendDelimited(dst []byte, kg int) ([]byte, int) {
-	t := f.t
-	if !t.rng.Contains(kg) {
-		return dst, 0
-	}
-	s := &f.shards[kg-t.rng.Start]
-	n := 0
 	var scratch []byte
-	for i := range s.slots {
-		if !s.isUsed(i) {
-			continue
-		}
-		var w int64
-		if t.ttl > 0 {
-			if w = s.written[i]; f.now-w >= t.ttl {
-				continue
-			}
-		}
-		dst, scratch = f.appendEntry(dst, s.slots[i].k, &s.slots[i].v, w, scratch)
-		n++
-	}
+	n := f.eachLive(kg, func(e *kv[K, V], w int64) {
+		dst, scratch = f.appendEntry(dst, e.k, &e.v, w, scratch)
+	})
 	return dst, n
 }
 

@@ -691,8 +691,21 @@ type frozenCow[K comparable, V any] struct {
 // TTL keeps snapshots readable); expired entries are left out.
 func (f *frozenCow[K, V]) AppendGroup(dst []byte, kg int) ([]byte, int) {
 	t := f.t
+	n := f.eachLive(kg, func(e *kv[K, V], w int64) {
+		dst = t.keyCodec.Append(dst, e.k)
+		dst = t.valueCodec.Append(dst, e.v)
+		dst = binary.AppendVarint(dst, w)
+	})
+	return dst, n
+}
+
+// eachLive calls fn with every entry of key group kg at the capture that
+// has not expired, and its write time (0 without TTL), and returns how
+// many there were (none for a key group outside the range).
+func (f *frozenCow[K, V]) eachLive(kg int, fn func(e *kv[K, V], written int64)) int {
+	t := f.t
 	if !t.rng.Contains(kg) {
-		return dst, 0
+		return 0
 	}
 	s := &f.shards[kg-t.rng.Start]
 	n := 0
@@ -706,12 +719,10 @@ func (f *frozenCow[K, V]) AppendGroup(dst []byte, kg int) ([]byte, int) {
 				continue
 			}
 		}
-		dst = t.keyCodec.Append(dst, s.slots[i].k)
-		dst = t.valueCodec.Append(dst, s.slots[i].v)
-		dst = binary.AppendVarint(dst, w)
+		fn(&s.slots[i], w)
 		n++
 	}
-	return dst, n
+	return n
 }
 
 // RestoreGroup implements Table.
