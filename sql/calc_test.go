@@ -105,17 +105,7 @@ CREATE TABLE a (x BIGINT, y BIGINT) WITH ('connector' = 'print', 'print-identifi
 CREATE TABLE b (x BIGINT, y BIGINT, z BIGINT) WITH ('connector' = 'print', 'print-identifier' = 'b');
 INSERT INTO a SELECT k, id FROM t;
 INSERT INTO b SELECT id * 100, k, id FROM t;`, 1)
-		var a, b []string
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			switch {
-			case strings.HasPrefix(l, "a> "):
-				a = append(a, strings.TrimPrefix(l, "a> "))
-			case strings.HasPrefix(l, "b> "):
-				b = append(b, strings.TrimPrefix(l, "b> "))
-			default:
-				t.Fatalf("unexpected line %q", l)
-			}
-		}
+		a, b := printedAB(t, out)
 		if want := []string{"+I[1, 1]", "+I[0, 2]", "+I[1, 3]", "+I[0, 4]"}; !slices.Equal(a, want) {
 			t.Errorf("a printed %v, want %v", a, want)
 		}
@@ -133,4 +123,21 @@ INSERT INTO p SELECT k * 10, id FROM (
 			t.Errorf("printed\n%s\nwant\n%s", out, want)
 		}
 	})
+}
+
+// printedAB splits the output of print tables with the identifiers a and
+// b into each one's lines, without the prefix; any other line fails t.
+func printedAB(t *testing.T, out string) (a, b []string) {
+	t.Helper()
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, "a> "):
+			a = append(a, strings.TrimPrefix(l, "a> "))
+		case strings.HasPrefix(l, "b> "):
+			b = append(b, strings.TrimPrefix(l, "b> "))
+		default:
+			t.Fatalf("unexpected line %q", l)
+		}
+	}
+	return a, b
 }

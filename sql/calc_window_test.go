@@ -108,17 +108,7 @@ CREATE TABLE a (x BIGINT, y BIGINT) WITH ('connector' = 'print', 'print-identifi
 CREATE TABLE b (x BIGINT, y BIGINT, z BIGINT) WITH ('connector' = 'print', 'print-identifier' = 'b');
 INSERT INTO a SELECT s, k FROM w;
 INSERT INTO b SELECT c * 1000, s, k FROM w;`, 1)
-		var a, b []string
-		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			switch {
-			case strings.HasPrefix(l, "a> "):
-				a = append(a, strings.TrimPrefix(l, "a> "))
-			case strings.HasPrefix(l, "b> "):
-				b = append(b, strings.TrimPrefix(l, "b> "))
-			default:
-				t.Fatalf("unexpected line %q", l)
-			}
-		}
+		a, b := printedAB(t, out)
 		slices.Sort(a)
 		slices.Sort(b)
 		wantA := rows(func(w win, g agg) string { return "+I" + row(g.s, w.k) })
