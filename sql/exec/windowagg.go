@@ -27,10 +27,79 @@ import (
 // when it fires.
 
 // openWindow is one open window of a group key: its bounds and its live
-// accumulators.
+// accumulators, kept in vals when every aggregate of the window
+// aggregation is kept inline (see windowAggs) and in accs otherwise.
 type openWindow struct {
 	start, end int64
 	accs       []expr.Accumulator
+	// vals holds the inline accumulators in place: a row that opens a
+	// window allocates nothing for them, and firing reads them from the
+	// window itself (64 bytes in all, one cache line).
+	vals [inlineSlots]int64
+}
+
+// inlineSlots is the room of openWindow.vals: COUNT(*) and SUM(x) fit.
+const inlineSlots = 3
+
+// windowAggs is the aggregates of a window aggregation and where a
+// window keeps their accumulators.
+type windowAggs struct {
+	calls []planner.AggCall
+	// inline says every aggregate is kept in openWindow.vals, aggregate j
+	// from slot[j] on; otherwise each has an expr.Accumulator in
+	// openWindow.accs.
+	inline bool
+	slot   []int
+}
+
+// newWindowAggs lays out the accumulators of aggs: inline when each one
+// can be (expr.AggFunc.InlineSlots) and all fit in openWindow.vals.
+func newWindowAggs(aggs []planner.AggCall) *windowAggs {
+	wa := &windowAggs{calls: aggs, inline: true, slot: make([]int, len(aggs))}
+	used := 0
+	for j, a := range aggs {
+		n := a.Func.InlineSlots()
+		if n == 0 || used+n > inlineSlots {
+			return &windowAggs{calls: aggs}
+		}
+		wa.slot[j] = used
+		used += n
+	}
+	return wa
+}
+
+// add adds row r to the accumulators of window w.
+func (wa *windowAggs) add(w *openWindow, r types.Row, uid string) error {
+	if !wa.inline {
+		return accumulate(w.accs, wa.calls, r, uid)
+	}
+	for j, a := range wa.calls {
+		if a.Filter >= 0 {
+			if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
+				continue
+			}
+		}
+		v := types.Null
+		if a.Arg >= 0 {
+			v = r.Values[a.Arg]
+		}
+		a.Func.AddInline(w.vals[wa.slot[j]:], v)
+	}
+	return nil
+}
+
+// appendResults appends the results of window w's aggregates to dst.
+func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow) []types.Value {
+	if !wa.inline {
+		for _, a := range w.accs {
+			dst = append(dst, a.Result())
+		}
+		return dst
+	}
+	for j, a := range wa.calls {
+		dst = append(dst, a.Func.InlineResult(w.vals[wa.slot[j]:]))
+	}
+	return dst
 }
 
 // before orders windows by end, then start: the order they fire in.
@@ -70,18 +139,22 @@ func newWindowState(k int) *windowState {
 func (s *windowState) clone() *windowState {
 	c := &windowState{wins: make([]openWindow, len(s.wins))}
 	for i, w := range s.wins {
+		c.wins[i] = w
+		if w.accs == nil {
+			continue // inline: copied with the window
+		}
 		accs := make([]expr.Accumulator, len(w.accs))
 		for j, a := range w.accs {
 			accs[j] = a.Clone()
 		}
-		c.wins[i] = openWindow{start: w.start, end: w.end, accs: accs}
+		c.wins[i].accs = accs
 	}
 	return c
 }
 
 // window returns the index of the open window [start, end), adding it
 // with new accumulators if it is not open (added true).
-func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, added bool) {
+func (s *windowState) window(start, end int64, wa *windowAggs) (i int, added bool) {
 	// Rows come mostly in time order, so their windows are mostly the
 	// last ones: search from the end.
 	i = len(s.wins)
@@ -91,7 +164,10 @@ func (s *windowState) window(start, end int64, aggs []planner.AggCall) (i int, a
 		}
 		i--
 	}
-	accs := newAccs(&s.spare, aggs, len(s.wins))
+	var accs []expr.Accumulator
+	if !wa.inline {
+		accs = newAccs(&s.spare, wa.calls, len(s.wins))
+	}
 	s.wins = append(s.wins, openWindow{})
 	copy(s.wins[i+1:], s.wins[i:])
 	s.wins[i] = openWindow{start: start, end: end, accs: accs}
@@ -117,9 +193,11 @@ func (s *windowState) fire(wm int64, emit func(w *openWindow) error) error {
 		}
 		// Its accumulators' room is its own k slots of an array it
 		// may share with open windows.
-		clear(w.accs)
-		if len(s.spare) < len(w.accs) {
-			s.spare = w.accs
+		if w.accs != nil {
+			clear(w.accs)
+			if len(s.spare) < len(w.accs) {
+				s.spare = w.accs
+			}
 		}
 		*w = openWindow{}
 		done++
@@ -145,19 +223,51 @@ func newAccs(spare *[]expr.Accumulator, aggs []planner.AggCall, open int) []expr
 
 // windowCodec encodes a windowState: the number of windows, then per
 // window its start, end and each accumulator's encoding with its length.
+// Inline accumulators encode as the expr.Accumulator they stand for
+// (expr.AggFunc.AppendInline), so the bytes do not depend on the layout.
 type windowCodec struct {
-	aggs []planner.AggCall
+	aggs *windowAggs
 	uid  string
 }
 
 func (c windowCodec) Append(dst []byte, s *windowState) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s.wins)))
-	for _, w := range s.wins {
+	for i := range s.wins {
+		w := &s.wins[i]
 		dst = binary.AppendVarint(dst, w.start)
 		dst = binary.AppendVarint(dst, w.end)
-		dst = appendAccs(dst, w.accs, c.uid)
+		if w.accs != nil {
+			dst = appendAccs(dst, w.accs, c.uid)
+			continue
+		}
+		for j, a := range c.aggs.calls {
+			var buf [32]byte
+			enc := a.Func.AppendInline(buf[:0], w.vals[c.aggs.slot[j]:])
+			dst = binary.AppendUvarint(dst, uint64(len(enc)))
+			dst = append(dst, enc...)
+		}
 	}
 	return dst
+}
+
+// decodeInline decodes into w.vals the accumulators of aggs that
+// appendAccs or windowCodec.Append wrote at the start of src, and returns
+// how many bytes they took.
+func decodeInline(w *openWindow, src []byte, aggs *windowAggs, uid string) (int, error) {
+	used := 0
+	for j, a := range aggs.calls {
+		l, m := binary.Uvarint(src[used:])
+		if m <= 0 || l > uint64(len(src)-used-m) {
+			return 0, fmt.Errorf("operator %s: window state: %s's accumulator is truncated", uid, a.Text)
+		}
+		used += m
+		s := aggs.slot[j]
+		if err := a.Func.DecodeInline(src[used:used+int(l)], w.vals[s:s+a.Func.InlineSlots()]); err != nil {
+			return 0, fmt.Errorf("operator %s: %w", uid, err)
+		}
+		used += int(l)
+	}
+	return used, nil
 }
 
 // appendAccs appends each accumulator's encoding with its length.
@@ -217,7 +327,12 @@ func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
 		}
 		used += m
 		var err error
-		if w.accs, m, err = decodeAccs(src[used:], c.aggs, c.uid); err != nil {
+		if c.aggs.inline {
+			m, err = decodeInline(w, src[used:], c.aggs, c.uid)
+		} else {
+			w.accs, m, err = decodeAccs(src[used:], c.aggs.calls, c.uid)
+		}
+		if err != nil {
 			return nil, 0, err
 		}
 		used += m
@@ -318,6 +433,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	if sl, ok := newSlicer(n); ok {
 		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz, width), nil
 	}
+	wa := newWindowAggs(aggs)
 
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
 		ts := ctx.Timestamp()
@@ -344,9 +460,9 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				if st == nil {
 					st = newWindowState(len(aggs))
 				}
-				i, added := st.window(sp.start, sp.end, aggs)
+				i, added := st.window(sp.start, sp.end, wa)
 				arm = arm || added && i == 0
-				if ferr = accumulate(st.wins[i].accs, aggs, r, uid); ferr != nil {
+				if ferr = wa.add(&st.wins[i], r, uid); ferr != nil {
 					return st, true
 				}
 			}
@@ -382,7 +498,12 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			// one the timer was set for: a watermark that jumps fires a
 			// key's windows in one go.
 			ferr = st.fire(wm, func(w *openWindow) error {
-				return emitWindow(out, ctx.Key(), len(keys), w.accs, w.start, w.end, ltz, width, uid)
+				vals, err := windowRow(ctx.Key(), len(keys), len(aggs), width, uid)
+				if err != nil {
+					return err
+				}
+				emitWindowRow(out, wa.appendResults(vals, w), w.start, w.end, ltz)
+				return nil
 			})
 			if ferr != nil {
 				return st, true
@@ -405,7 +526,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	return clink.KeyedProcess(clink.KeyBy(in, keyOf), uid, clink.KeyedProcessFunction[string, types.Row, *windowState, types.Row]{
 		ProcessElement: add,
 		OnTimer:        fire,
-		ValueCodec:     windowCodec{aggs: aggs, uid: uid},
+		ValueCodec:     windowCodec{aggs: wa, uid: uid},
 		ValueCopy:      (*windowState).clone,
 	}), nil
 }
@@ -436,20 +557,38 @@ func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, ui
 // window_end and window_time, at the window's last millisecond. The row
 // has room for at least width values.
 func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, width int, uid string) error {
-	vals, err := appendKey(make([]types.Value, 0, max(nk+len(accs)+3, width)), k, nk)
+	vals, err := windowRow(k, nk, len(accs), width, uid)
 	if err != nil {
-		return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+		return err
 	}
 	for _, a := range accs {
 		vals = append(vals, a.Result())
 	}
+	emitWindowRow(out, vals, start, end, ltz)
+	return nil
+}
+
+// windowRow returns a new result row of a window of group key k (nk
+// values) with na aggregates, holding the key's values so far, with room
+// for at least width values.
+func windowRow(k string, nk, na, width int, uid string) ([]types.Value, error) {
+	vals, err := appendKey(make([]types.Value, 0, max(nk+na+3, width)), k, nk)
+	if err != nil {
+		return nil, fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+	}
+	return vals, nil
+}
+
+// emitWindowRow appends window_start, window_end and window_time of
+// window [start, end) to vals, the keys and results of its row, and
+// emits it at the window's last millisecond.
+func emitWindowRow(out *clink.Collector[types.Row], vals []types.Value, start, end int64, ltz bool) {
 	wt := types.Timestamp(end-1, 0, 3)
 	if ltz {
 		wt = types.TimestampLTZ(end-1, 0, 3)
 	}
 	vals = append(vals, types.Timestamp(start, 0, 3), types.Timestamp(end, 0, 3), wt)
 	out.CollectWithTimestamp(types.Row{Kind: changelog.Insert, Values: vals}, end-1)
-	return nil
 }
 
 // appendKey appends the n values of an encoded group key to dst (they

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -33,7 +34,11 @@ func TestWindowStateFire(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(len(tc.aggs))))
 			m := sliceModel{assign: tc.assign, open: map[windowSpan][]int64{}}
-			codec := windowCodec{aggs: tc.aggs, uid: "w"}
+			wa := newWindowAggs(tc.aggs)
+			if wa.inline != (len(tc.aggs) == 2) {
+				t.Fatalf("COUNT and SUM should be inline, with MAX not: inline %v", wa.inline)
+			}
+			codec := windowCodec{aggs: wa, uid: "w"}
 			var st *windowState
 			wm := int64(clink.NoTimestamp)
 			for step := range 5000 {
@@ -53,8 +58,8 @@ func TestWindowStateFire(t *testing.T) {
 						if st == nil {
 							st = newWindowState(len(tc.aggs))
 						}
-						i, _ := st.window(sp.start, sp.end, tc.aggs)
-						if err := accumulate(st.wins[i].accs, tc.aggs, types.Row{Values: []types.Value{types.Int64(x)}}, "w"); err != nil {
+						i, _ := st.window(sp.start, sp.end, wa)
+						if err := wa.add(&st.wins[i], types.Row{Values: []types.Value{types.Int64(x)}}, "w"); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -70,8 +75,8 @@ func TestWindowStateFire(t *testing.T) {
 					if st != nil {
 						err := st.fire(wm, func(w *openWindow) error {
 							s := fmt.Sprintf("[%d,%d)", w.start, w.end)
-							for _, a := range w.accs {
-								s += fmt.Sprintf(" %d", a.Result().Int64())
+							for _, v := range wa.appendResults(nil, w) {
+								s += fmt.Sprintf(" %d", v.Int64())
 							}
 							got = append(got, s)
 							return nil
@@ -99,4 +104,123 @@ func TestWindowStateFire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWindowStateInlineLayout: a window state kept inline encodes to the
+// bytes the same state with an accumulator per aggregate does (the layout
+// of checkpoints taken before inline windows), so either restores as the
+// other; a clone is independent of its original; a corrupt encoding is an
+// error naming the aggregate.
+func TestWindowStateInlineLayout(t *testing.T) {
+	aggs := sliceTestAggs(t)[:2] // COUNT(*), SUM(x)
+	inl, acc := newWindowAggs(aggs), &windowAggs{calls: aggs}
+	if !inl.inline {
+		t.Fatal("COUNT(*) and SUM(BIGINT) are not kept inline")
+	}
+	build := func(wa *windowAggs) *windowState {
+		st := newWindowState(len(aggs))
+		for x := range int64(40) {
+			start := x % 7 * 10
+			i, _ := st.window(start, start+10, wa)
+			r := types.Row{Values: []types.Value{types.Int64(x * 1000003)}}
+			if x%5 == 0 {
+				r.Values[0] = types.Null
+			}
+			if err := wa.add(&st.wins[i], r, "w"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return st
+	}
+	results := func(wa *windowAggs, st *windowState) []string {
+		var out []string
+		for i := range st.wins {
+			w := &st.wins[i]
+			out = append(out, fmt.Sprint(w.start, w.end, wa.appendResults(nil, w)))
+		}
+		return out
+	}
+	a, b := build(inl), build(acc)
+	if b.wins[0].accs == nil || a.wins[0].accs != nil {
+		t.Fatal("layouts not as asked")
+	}
+	encA := windowCodec{aggs: inl, uid: "w"}.Append(nil, a)
+	encB := windowCodec{aggs: acc, uid: "w"}.Append(nil, b)
+	if !slices.Equal(encA, encB) {
+		t.Fatalf("inline state encodes as\n%x\nan accumulator state as\n%x", encA, encB)
+	}
+	want := results(acc, b)
+	if got := results(inl, a); !slices.Equal(got, want) {
+		t.Fatalf("inline results %v, want %v", got, want)
+	}
+	for name, c := range map[string]struct {
+		wa  *windowAggs
+		enc []byte
+	}{"inline from accumulators": {inl, encB}, "accumulators from inline": {acc, encA}} {
+		st, n, err := windowCodec{aggs: c.wa, uid: "w"}.Decode(c.enc)
+		if err != nil || n != len(c.enc) {
+			t.Fatalf("%s: %v (%d of %d bytes)", name, err, n, len(c.enc))
+		}
+		if got := results(c.wa, st); !slices.Equal(got, want) {
+			t.Fatalf("%s: %v, want %v", name, got, want)
+		}
+	}
+
+	cl := a.clone()
+	if err := inl.add(&cl.wins[0], types.Row{Values: []types.Value{types.Int64(1)}}, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if got := results(inl, a); !slices.Equal(got, want) {
+		t.Fatalf("changing a clone changed the original: %v, want %v", got, want)
+	}
+	if slices.Equal(results(inl, cl), want) {
+		t.Fatal("the clone did not change")
+	}
+
+	// SUM's encoding with a DECIMAL part is not an integer sum's.
+	bad := slices.Clone(encA)
+	// The first window: count, start, end, then COUNT's length and
+	// bytes, then SUM's length and bytes: count, sum, the float (8 bytes).
+	w := 1
+	_, m := binary.Varint(bad[w:])
+	w += m
+	_, m = binary.Varint(bad[w:])
+	w += m
+	w += 1 + int(bad[w]) // COUNT
+	l := int(bad[w])
+	bad[w+l] = 0x7f // SUM's last byte: its DECIMAL part
+	if _, _, err := (windowCodec{aggs: inl, uid: "w"}).Decode(bad); err == nil || !strings.Contains(err.Error(), "SUM") {
+		t.Fatalf("decoding a corrupt SUM: %v", err)
+	}
+	if _, _, err := (windowCodec{aggs: inl, uid: "w"}).Decode(encA[:len(encA)-3]); err == nil {
+		t.Fatal("decoded a truncated state")
+	}
+}
+
+func FuzzWindowCodecInline(f *testing.F) {
+	aggs := sliceTestAggs(f)[:2]
+	c := windowCodec{aggs: newWindowAggs(aggs), uid: "w"}
+	st := newWindowState(2)
+	for x := range int64(5) {
+		i, _ := st.window(x*10, x*10+10, c.aggs)
+		_ = c.aggs.add(&st.wins[i], types.Row{Values: []types.Value{types.Int64(x)}}, "w")
+	}
+	f.Add(c.Append(nil, st))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, n, err := c.Decode(data)
+		if err != nil {
+			return
+		}
+		if n > len(data) {
+			t.Fatalf("used %d of %d bytes", n, len(data))
+		}
+		enc := c.Append(nil, s)
+		again, _, err := c.Decode(enc)
+		if err != nil {
+			t.Fatalf("re-decoding: %v", err)
+		}
+		if !slices.Equal(c.Append(nil, again), enc) {
+			t.Fatal("round trip changed the state")
+		}
+	})
 }

@@ -281,7 +281,7 @@ func FuzzSliceCodec(f *testing.F) {
 		f.Fatalf("decoded %+v", got)
 	}
 	ws := &windowState{wins: []openWindow{{start: 0, end: 10, accs: []expr.Accumulator{aggs[0].Func.New(), aggs[1].Func.New(), aggs[2].Func.New()}}}}
-	old := windowCodec{aggs: aggs, uid: "w"}.Append(nil, ws)
+	old := windowCodec{aggs: newWindowAggs(aggs), uid: "w"}.Append(nil, ws)
 	if _, _, err := c.Decode(old); err == nil {
 		f.Fatal("decoded a state of the per-window layout as slices")
 	}

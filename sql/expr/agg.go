@@ -34,6 +34,9 @@ type AggFunc struct {
 	Result types.Type
 	arg    types.Type
 	star   bool
+	// inline is how an accumulator of f is kept in int64 slots (see
+	// InlineSlots), or notInline.
+	inline inlineKind
 }
 
 // Accumulator is the running state of one aggregate for one group. It
@@ -73,6 +76,7 @@ func NewAggregate(spec AggSpec) (*AggFunc, error) {
 		}
 		f.star = true
 		f.Result = types.BigIntType.WithNotNull(true)
+		f.inline = inlineCountStar
 		return f, nil
 	}
 	if len(spec.Args) != 1 {
@@ -102,6 +106,14 @@ func NewAggregate(spec AggSpec) (*AggFunc, error) {
 		f.Result = a.WithNotNull(false)
 	default:
 		return nil, fmt.Errorf("unsupported aggregate function %s", name)
+	}
+	if !spec.Distinct {
+		switch {
+		case name == "COUNT":
+			f.inline = inlineCount
+		case a.Kind.IsInteger():
+			f.inline = map[string]inlineKind{"SUM": inlineSum, "SUM0": inlineSum0, "AVG": inlineAvg}[name]
+		}
 	}
 	return f, nil
 }
