@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connector/changelog"
@@ -50,6 +51,11 @@ type windowAggs struct {
 	// openWindow.accs.
 	inline bool
 	slot   []int
+	// free holds the *windowState of keys whose windows all fired, for
+	// keys that open windows again, with the room they grew: a key's
+	// open windows often all fire, and it opens hundreds again before
+	// the next watermark.
+	free sync.Pool
 }
 
 // newWindowAggs lays out the accumulators of aggs: inline when each one
@@ -134,10 +140,23 @@ func newWindowState(k int) *windowState {
 	return s
 }
 
+// reuseWindowState returns an empty state from free, or a new one for k
+// aggregates.
+func reuseWindowState(free *sync.Pool, k int) *windowState {
+	if s, ok := free.Get().(*windowState); ok {
+		// fire left its windows cleared and its accumulator room spare.
+		s.wins = s.wins[:0]
+		return s
+	}
+	return newWindowState(k)
+}
+
 // clone deep-copies the state: the value state calls it the first time a
 // key changes after a checkpoint captured it.
 func (s *windowState) clone() *windowState {
-	c := &windowState{wins: make([]openWindow, len(s.wins))}
+	// The copy keeps the room of the original: the key goes on opening
+	// windows as fast as before the checkpoint.
+	c := &windowState{wins: make([]openWindow, len(s.wins), cap(s.wins))}
 	for i, w := range s.wins {
 		c.wins[i] = w
 		if w.accs == nil {
@@ -458,7 +477,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 					continue // late: the window fired (or would have)
 				}
 				if st == nil {
-					st = newWindowState(len(aggs))
+					st = reuseWindowState(&wa.free, len(aggs))
 				}
 				i, added := st.window(sp.start, sp.end, wa)
 				arm = arm || added && i == 0
@@ -509,6 +528,10 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				return st, true
 			}
 			if len(st.wins) == 0 {
+				// The state is this call's alone (UpdateValue copies a
+				// value a checkpoint holds before handing it out): its
+				// room serves the next key that opens a window.
+				wa.free.Put(st)
 				return nil, false
 			}
 			rearm, next = true, st.wins[0].end-1

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/clinkstream/clink"
@@ -40,6 +41,7 @@ func TestWindowStateFire(t *testing.T) {
 			}
 			codec := windowCodec{aggs: wa, uid: "w"}
 			var st *windowState
+			var free sync.Pool
 			wm := int64(clink.NoTimestamp)
 			for step := range 5000 {
 				switch op := rng.IntN(20); {
@@ -56,7 +58,7 @@ func TestWindowStateFire(t *testing.T) {
 							continue
 						}
 						if st == nil {
-							st = newWindowState(len(tc.aggs))
+							st = reuseWindowState(&free, len(tc.aggs))
 						}
 						i, _ := st.window(sp.start, sp.end, wa)
 						if err := wa.add(&st.wins[i], types.Row{Values: []types.Value{types.Int64(x)}}, "w"); err != nil {
@@ -85,6 +87,9 @@ func TestWindowStateFire(t *testing.T) {
 							t.Fatal(err)
 						}
 						if len(st.wins) == 0 {
+							// As the operator does: the room of a state
+							// whose windows all fired serves the next.
+							free.Put(st)
 							st = nil
 						}
 					}
