@@ -516,11 +516,18 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			// Every window the watermark passed fires now, not only the
 			// one the timer was set for: a watermark that jumps fires a
 			// key's windows in one go.
+			// The key's values are decoded once for all the windows
+			// firing (they share the key's bytes).
+			var kbuf [4]types.Value
+			var kv []types.Value
 			ferr = st.fire(wm, func(w *openWindow) error {
-				vals, err := windowRow(ctx.Key(), len(keys), len(aggs), width, uid)
-				if err != nil {
-					return err
+				if kv == nil {
+					var err error
+					if kv, err = appendKey(kbuf[:0], ctx.Key(), len(keys)); err != nil {
+						return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
+					}
 				}
+				vals := append(make([]types.Value, 0, max(len(kv)+len(aggs)+3, width)), kv...)
 				emitWindowRow(out, wa.appendResults(vals, w), w.start, w.end, ltz)
 				return nil
 			})
