@@ -69,7 +69,10 @@ func insertAt(keys []planner.SortKey, rows []types.Row, v []types.Value, tiesFir
 
 func partitionKey(cols []int) func(types.Row) string {
 	return func(r types.Row) string {
-		var k []byte
+		// Most keys fit the array, which stays on the stack: the string
+		// is the one allocation.
+		var buf [48]byte
+		k := buf[:0]
 		for _, i := range cols {
 			k = types.AppendKey(k, r.Values[i])
 		}
