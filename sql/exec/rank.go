@@ -1,8 +1,10 @@
 package exec
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connector/changelog"
@@ -67,7 +69,10 @@ func insertAt(keys []planner.SortKey, rows []types.Row, v []types.Value, tiesFir
 
 func partitionKey(cols []int) func(types.Row) string {
 	return func(r types.Row) string {
-		var k []byte
+		// Most keys fit the array, which stays on the stack: the string
+		// is the one allocation.
+		var buf [48]byte
+		k := buf[:0]
 		for _, i := range cols {
 			k = types.AppendKey(k, r.Values[i])
 		}
@@ -128,6 +133,9 @@ func buildRank(b *builder, n *planner.Rank) (clink.Stream[types.Row], error) {
 	limit := 0
 	if !n.Input.Updating() {
 		limit = end
+	}
+	if typ == "ROW_NUMBER" && limit > 0 {
+		return buildAppendTopN(in, n), nil
 	}
 	fn := func(ctx *clink.KeyedContext[string, rankState], r types.Row, out *clink.Collector[types.Row]) error {
 		st, _ := ctx.Value()
@@ -237,6 +245,13 @@ func emitRowNumberChanges(old, rows []types.Row, start, end int, outRank bool, o
 	}
 }
 
+// dedupScratch is what a deduplication reuses from one row to the next:
+// the kept row's columns up to the order column, and an encoding.
+type dedupScratch struct {
+	probe []types.Value
+	enc   []byte
+}
+
 func buildDeduplicate(b *builder, n *planner.Deduplicate) (clink.Stream[types.Row], error) {
 	in, err := b.stream(n.Input)
 	if err != nil {
@@ -244,27 +259,48 @@ func buildDeduplicate(b *builder, n *planner.Deduplicate) (clink.Stream[types.Ro
 	}
 	col, keepLast, uid := n.OrderCol, n.KeepLast, n.UID()
 	order := []planner.SortKey{{Col: col, NullsFirst: true}}
-	fn := func(ctx *clink.KeyedContext[string, types.Row], r types.Row, out *clink.Collector[types.Row]) error {
+	// scratch holds *dedupScratch: the function runs in every subtask.
+	var scratch sync.Pool
+	fn := func(ctx *clink.KeyedContext[string, dedupRow], r types.Row, out *clink.Collector[types.Row]) error {
 		if !r.Kind.IsAccumulate() {
 			return fmt.Errorf("operator %s: deduplication of insert-only input got %s", uid, r)
 		}
+		sc, _ := scratch.Get().(*dedupScratch)
+		if sc == nil {
+			sc = &dedupScratch{probe: make([]types.Value, col+1)}
+		}
+		defer scratch.Put(sc)
+		probe := sc.probe
 		kept, had := ctx.Value()
-		row := types.Row{Kind: changelog.Insert, Values: r.Values}
 		if !had {
-			ctx.SetValue(row)
-			out.Collect(row)
+			sc.enc = appendStoredRow(sc.enc[:0], r.Values)
+			ctx.SetValue(append(dedupRow(nil), sc.enc...))
+			out.Collect(types.Row{Kind: changelog.Insert, Values: r.Values})
 			return nil
 		}
-		c := compareRows(order, r.Values, kept.Values)
+		if err := decodeStoredRow(probe, kept); err != nil {
+			return fmt.Errorf("operator %s: %w", uid, err)
+		}
+		c := compareRows(order, r.Values, probe)
 		if keepLast && c < 0 || !keepLast && c >= 0 {
 			return nil
 		}
-		ctx.SetValue(row)
-		out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: kept.Values})
+		cols, err := storedRowColumns(kept)
+		if err != nil {
+			return fmt.Errorf("operator %s: %w", uid, err)
+		}
+		was := make([]types.Value, cols)
+		if err := decodeStoredRow(was, kept); err != nil {
+			return fmt.Errorf("operator %s: %w", uid, err)
+		}
+		sc.enc = appendStoredRow(sc.enc[:0], r.Values)
+		ctx.SetValue(append(dedupRow(nil), sc.enc...))
+		out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: was})
 		out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: r.Values})
 		return nil
 	}
-	return clink.Process(clink.KeyBy(in, partitionKey(n.Keys)), uid, fn), nil
+	f := clink.KeyedProcessFunction[string, types.Row, dedupRow, types.Row]{ProcessElement: fn, ValueCodec: dedupCodec{}}
+	return clink.KeyedProcess(clink.KeyBy(in, partitionKey(n.Keys)), uid, f), nil
 }
 
 func buildWindowRank(b *builder, n *planner.WindowRank) (clink.Stream[types.Row], error) {
@@ -311,4 +347,237 @@ func buildWindowRank(b *builder, n *planner.WindowRank) (clink.Stream[types.Row]
 		},
 	}
 	return clink.KeyedProcess(clink.KeyBy(in, partitionKey(n.PartitionBy)), n.UID(), f), nil
+}
+
+// appendTopN is a ROW_NUMBER Top-N over insert-only input (Flink's
+// AppendOnlyTopNFunction): a partition keeps only its first RankEnd rows,
+// as topRows, since a row pushed out of those never comes back.
+type appendTopN struct {
+	uid        string
+	keys       []planner.SortKey
+	start, end int
+	outRank    bool
+	// keyCols is the number of leading columns that hold every sort key:
+	// the columns a comparison decodes.
+	keyCols int
+	// scratch holds *topScratch: the function runs in every subtask.
+	scratch sync.Pool
+}
+
+// topScratch is what an appendTopN reuses from one row to the next.
+type topScratch struct {
+	offs  []int
+	probe []types.Value
+	enc   []byte
+	// out holds the changes of one row's insertion.
+	out []types.Row
+}
+
+func buildAppendTopN(in clink.Stream[types.Row], n *planner.Rank) clink.Stream[types.Row] {
+	t := &appendTopN{uid: n.UID(), keys: n.OrderBy, start: int(n.RankStart), end: int(n.RankEnd), outRank: n.OutputRank}
+	for _, k := range t.keys {
+		t.keyCols = max(t.keyCols, k.Col+1)
+	}
+	f := clink.KeyedProcessFunction[string, types.Row, topRows, types.Row]{
+		ProcessElement: t.process,
+		ValueCodec:     topCodec{},
+	}
+	return clink.KeyedProcess(clink.KeyBy(in, partitionKey(n.PartitionBy)), t.uid, f)
+}
+
+// decode decodes row i of old (whose records are at sc.offs) into a new
+// slice.
+func (sc *topScratch) decode(old topRows, i int) ([]types.Value, error) {
+	b := old.row(sc.offs[i], sc.offs[i+1])
+	n, err := storedRowColumns(b)
+	if err != nil {
+		return nil, err
+	}
+	vs := make([]types.Value, n)
+	if err := decodeStoredRow(vs, b); err != nil {
+		return nil, err
+	}
+	return vs, nil
+}
+
+// decodeNumbered decodes row i of old into a new slice and appends its
+// number, i+1.
+func (sc *topScratch) decodeNumbered(old topRows, i int) ([]types.Value, error) {
+	b := old.row(sc.offs[i], sc.offs[i+1])
+	n, err := storedRowColumns(b)
+	if err != nil {
+		return nil, err
+	}
+	vs := make([]types.Value, n+1)
+	if err := decodeStoredRow(vs[:n], b); err != nil {
+		return nil, err
+	}
+	vs[n] = types.Int64(int64(i + 1))
+	return vs, nil
+}
+
+// compareAt compares row i of old with v by keys.
+func (sc *topScratch) compareAt(keys []planner.SortKey, old topRows, i int, v []types.Value) (int, error) {
+	if err := decodeStoredRow(sc.probe, old.row(sc.offs[i], sc.offs[i+1])); err != nil {
+		return 0, err
+	}
+	return compareRows(keys, sc.probe, v), nil
+}
+
+func (t *appendTopN) process(ctx *clink.KeyedContext[string, topRows], r types.Row, out *clink.Collector[types.Row]) error {
+	if !r.Kind.IsAccumulate() {
+		return fmt.Errorf("operator %s: Top-N of insert-only input got %s", t.uid, r)
+	}
+	sc, _ := t.scratch.Get().(*topScratch)
+	if sc == nil {
+		sc = t.newScratch()
+	}
+	defer t.scratch.Put(sc)
+	old, _ := ctx.Value()
+	rows, err := t.insert(sc, old, r.Values)
+	if err != nil {
+		return fmt.Errorf("operator %s: %w", t.uid, err)
+	}
+	if rows != nil {
+		ctx.SetValue(rows)
+	}
+	for i, o := range sc.out {
+		out.Collect(o)
+		sc.out[i] = types.Row{}
+	}
+	sc.out = sc.out[:0]
+	return nil
+}
+
+func (t *appendTopN) newScratch() *topScratch {
+	return &topScratch{probe: make([]types.Value, t.keyCols)}
+}
+
+// insert returns old's rows with v among them (nil: v is not among the
+// first RankEnd, nothing changes) and appends the changes of the output
+// to sc.out. It does not change old: a checkpoint may be writing it.
+func (t *appendTopN) insert(sc *topScratch, old topRows, v []types.Value) (topRows, error) {
+	n := 0
+	if len(old) > 0 {
+		if _, err := old.records(&sc.offs, false); err != nil {
+			return nil, err
+		}
+		n = len(sc.offs) - 1
+	}
+	// Where v goes: after the rows it ties with (an earlier row keeps the
+	// lower number). A full partition's last row decides most rows.
+	if n >= t.end {
+		c, err := sc.compareAt(t.keys, old, t.end-1, v)
+		if err != nil {
+			return nil, err
+		}
+		if c <= 0 {
+			return nil, nil
+		}
+	}
+	lo, hi := 0, n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		c, err := sc.compareAt(t.keys, old, m, v)
+		if err != nil {
+			return nil, err
+		}
+		if c <= 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	i := lo
+	now := min(n+1, t.end)
+	// The new rows: those before i, v, then those from i that still fit.
+	sc.enc = appendStoredRow(sc.enc[:0], v)
+	size := uvarintLen(uint64(now)+1) + uvarintLen(uint64(len(sc.enc))) + len(sc.enc)
+	if n > 0 {
+		// The old rows kept are the first now-1.
+		size += sc.offs[now-1] - sc.offs[0]
+	}
+	rows := make(topRows, 0, size)
+	rows = binary.AppendUvarint(rows, uint64(now)+1)
+	if n > 0 {
+		rows = append(rows, old[sc.offs[0]:sc.offs[i]]...)
+	}
+	rows = binary.AppendUvarint(rows, uint64(len(sc.enc)))
+	rows = append(rows, sc.enc...)
+	if i < now-1 {
+		rows = append(rows, old[sc.offs[i]:sc.offs[now-1]]...)
+	}
+	if err := t.emit(sc, old, n, i, v); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// emit appends to sc.out what changed in row numbers start..end when v went in at i
+// of the n rows of old (rows numbered above end drop out), as
+// emitRowNumberChanges does for the rows before and after.
+func (t *appendTopN) emit(sc *topScratch, old topRows, n, i int, v []types.Value) error {
+	now := min(n+1, t.end)
+	if !t.outRank {
+		// The rows in the range change by at most one leaving (the one
+		// pushed out of the last number) and one entering (v, or the row
+		// that moved up into the first number).
+		var leaving, entering []types.Value
+		var err error
+		if n >= t.end {
+			if leaving, err = sc.decode(old, t.end-1); err != nil {
+				return err
+			}
+		}
+		switch {
+		case now < t.start:
+		case i >= t.start-1:
+			entering = v
+		default:
+			if entering, err = sc.decode(old, t.start-2); err != nil {
+				return err
+			}
+		}
+		if leaving != nil && entering != nil && sameValues(leaving, entering) {
+			return nil
+		}
+		if leaving != nil {
+			sc.out = append(sc.out, types.Row{Kind: changelog.Delete, Values: leaving})
+		}
+		if entering != nil {
+			sc.out = append(sc.out, types.Row{Kind: changelog.Insert, Values: entering})
+		}
+		return nil
+	}
+	// Each number from i on now has the row that had the number before
+	// it (v at i): -U/+U where that changed the row, +I for a new number.
+	var prev []types.Value // the old row at j-1 with its number, decoded
+	for j := max(i, t.start-1); j < now; j++ {
+		var next []types.Value
+		switch {
+		case j == i:
+			next = v
+		case prev != nil:
+			next = prev[:len(prev)-1]
+		default:
+			var err error
+			if next, err = sc.decode(old, j-1); err != nil {
+				return err
+			}
+		}
+		if j >= n {
+			sc.out = append(sc.out, types.Row{Kind: changelog.Insert, Values: withNumber(next, j+1, true)})
+			continue
+		}
+		was, err := sc.decodeNumbered(old, j)
+		if err != nil {
+			return err
+		}
+		prev = was
+		if !sameValues(was[:len(was)-1], next) {
+			sc.out = append(sc.out, types.Row{Kind: changelog.UpdateBefore, Values: was})
+			sc.out = append(sc.out, types.Row{Kind: changelog.UpdateAfter, Values: withNumber(next, j+1, true)})
+		}
+	}
+	return nil
 }

@@ -1,0 +1,174 @@
+package exec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/types"
+)
+
+// The state of a deduplication and of a Top-N over insert-only input is
+// kept as bytes rather than as Go rows: one pointer-free allocation per
+// key, which the garbage collector does not scan and a checkpoint copies
+// as it is. The bytes are the ones the reflection codec wrote for the
+// earlier types.Row and rankState values, so checkpoints of either form
+// restore into the other. They never change once stored: the state
+// backend may hold them in a checkpoint being written, so every change
+// builds new bytes, and rows decoded from them may share their strings.
+
+// errRankState is wrapped by the errors of a deduplication or Top-N state
+// that does not decode.
+var errRankState = errors.New("corrupt Top-N state")
+
+// appendStoredRow appends the encoding of an insert row of values, as
+// types.Row's AppendBinary writes it (kind, column count, values).
+func appendStoredRow(dst []byte, values []types.Value) []byte {
+	dst = append(dst, byte(changelog.Insert))
+	dst = binary.AppendUvarint(dst, uint64(len(values)))
+	return types.AppendValues(dst, values)
+}
+
+// decodeStoredRow decodes the first len(dst) values of a row encoded by
+// appendStoredRow into dst; strings share b's bytes. The row must have at
+// least len(dst) columns.
+func decodeStoredRow(dst []types.Value, b []byte) error {
+	if len(b) == 0 || b[0] > byte(changelog.Delete) {
+		return fmt.Errorf("%w: bad row kind", errRankState)
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n < uint64(len(dst)) {
+		return fmt.Errorf("%w: bad column count", errRankState)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	rest := b[1+k:]
+	if len(rest) == 0 {
+		return fmt.Errorf("%w: a row ends after its column count", errRankState)
+	}
+	if _, err := types.DecodeValuesInto(dst, unsafe.String(&rest[0], len(rest))); err != nil {
+		return fmt.Errorf("%w: %w", errRankState, err)
+	}
+	return nil
+}
+
+// storedRowColumns returns the column count of a row encoded by
+// appendStoredRow.
+func storedRowColumns(b []byte) (int, error) {
+	if len(b) == 0 || b[0] > byte(changelog.Delete) {
+		return 0, fmt.Errorf("%w: bad row kind", errRankState)
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n > uint64(len(b)) {
+		return 0, fmt.Errorf("%w: bad column count", errRankState)
+	}
+	return int(n), nil
+}
+
+// checkStoredRow checks that b is exactly one row's encoding.
+func checkStoredRow(b []byte) error {
+	_, n, err := types.DecodeRow(b)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errRankState, err)
+	}
+	if n != len(b) {
+		return fmt.Errorf("%w: %d bytes after a row", errRankState, len(b)-n)
+	}
+	return nil
+}
+
+// dedupRow is the row a deduplication keeps for a key: its encoding by
+// appendStoredRow.
+type dedupRow []byte
+
+// dedupCodec encodes a dedupRow as the reflection codec encoded the
+// types.Row kept before: the length, then the row's encoding.
+type dedupCodec struct{}
+
+func (dedupCodec) Append(dst []byte, v dedupRow) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
+}
+
+func (dedupCodec) Decode(src []byte) (dedupRow, int, error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)-n) {
+		return nil, 0, fmt.Errorf("%w: bad row length", errRankState)
+	}
+	b := src[n : n+int(l)]
+	if err := checkStoredRow(b); err != nil {
+		return nil, 0, err
+	}
+	return dedupRow(append([]byte(nil), b...)), n + int(l), nil
+}
+
+// topRows is one partition's rows of a ROW_NUMBER Top-N over insert-only
+// input, the first RankEnd in ranking order, encoded as the reflection
+// codec encoded rankState:
+//
+//	count    uvarint: the number of rows plus one (0: none)
+//	rows     per row its length (uvarint) and its encoding by
+//	         appendStoredRow
+type topRows []byte
+
+// topCodec writes a topRows as it is, and checks every row it decodes.
+type topCodec struct{}
+
+func (topCodec) Append(dst []byte, v topRows) []byte {
+	if len(v) == 0 {
+		return append(dst, 0)
+	}
+	return append(dst, v...)
+}
+
+func (topCodec) Decode(src []byte) (topRows, int, error) {
+	var offs []int
+	end, err := topRows(src).records(&offs, true)
+	if err != nil {
+		return nil, 0, err
+	}
+	return topRows(append([]byte(nil), src[:end]...)), end, nil
+}
+
+// records sets *offs to the start of each row's encoding followed by the
+// end of the last row (so row i is t[offs[i]:offs[i+1]] minus its length
+// prefix: see row) and returns where the rows end. check decodes each
+// row.
+func (t topRows) records(offs *[]int, check bool) (int, error) {
+	*offs = (*offs)[:0]
+	c, p := binary.Uvarint(t)
+	if p <= 0 {
+		return 0, fmt.Errorf("%w: bad row count", errRankState)
+	}
+	if c == 0 {
+		*offs = append(*offs, p)
+		return p, nil
+	}
+	if c-1 > uint64(len(t)-p) {
+		return 0, fmt.Errorf("%w: %d rows in %d bytes", errRankState, c-1, len(t))
+	}
+	for range c - 1 {
+		*offs = append(*offs, p)
+		l, n := binary.Uvarint(t[p:])
+		if n <= 0 || l > uint64(len(t)-p-n) {
+			return 0, fmt.Errorf("%w: bad row length at byte %d", errRankState, p)
+		}
+		if check {
+			if err := checkStoredRow(t[p+n : p+n+int(l)]); err != nil {
+				return 0, fmt.Errorf("row at byte %d: %w", p, err)
+			}
+		}
+		p += n + int(l)
+	}
+	*offs = append(*offs, p)
+	return p, nil
+}
+
+// row returns the encoding of the row whose record spans t[from:to].
+func (t topRows) row(from, to int) []byte {
+	_, n := binary.Uvarint(t[from:to])
+	return t[from+n : to]
+}
