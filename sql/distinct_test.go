@@ -52,8 +52,8 @@ INSERT INTO p SELECT g >= 0, COUNT(*), COUNT(DISTINCT n), COUNT(DISTINCT n) FILT
 // TestCountDistinctRestore stops a job of COUNT(DISTINCT) over updating
 // input after checkpoints and restores it: a value's entries (and the
 // counts in them) come back, so every later retraction finds its value
-// and the upsert table ends with the final counts. With parallelism 2 the
-// groups, and their values' entries, live on two subtasks.
+// and the upsert table ends with the final counts. The first run has two
+// subtasks, the restored one three.
 func TestCountDistinctRestore(t *testing.T) {
 	table := fmt.Sprintf("clink_count_distinct_%d", time.Now().UnixNano())
 	pgTable(t, table, "g bigint PRIMARY KEY, keys bigint NOT NULL, counts bigint NOT NULL, late bigint NOT NULL, texts bigint NOT NULL, total bigint NOT NULL")
@@ -78,7 +78,12 @@ FROM (SELECT k, COUNT(*) AS n, MAX(id) AS last, COUNT(DISTINCT u) AS us FROM s G
 		t.Fatalf("the first run completed no checkpoint (%v): the test needs a job stopped midway\n%s", err, first.String())
 	}
 	mid := pgRows(t, "SELECT g, keys, counts, late, texts, total FROM "+table)
-	run2(t, script, dir)
+	// The restored job runs on three subtasks: the groups' key groups, and
+	// the values' entries with them, move to other subtasks.
+	var second bytes.Buffer
+	if err := sql.Run(context.Background(), script, sql.Options{Parallelism: 3, CheckpointDir: dir, Restore: "latest", Stdout: &second, Stderr: &second}); err != nil {
+		t.Fatalf("restored run: %v\n%s", err, second.String())
+	}
 	// Each k of 0..39 ends with 15 rows, the last above 300, and 15
 	// distinct u (its ids are k + 40i, 15 of them, apart by 40, which 37
 	// does not divide within 15 steps). Groups k %% 3: 14, 13 and 13 keys.
