@@ -55,7 +55,13 @@ INSERT INTO p SELECT g >= 0, COUNT(*), COUNT(DISTINCT n), COUNT(DISTINCT n) FILT
 // and the upsert table ends with the final counts. The first run has two
 // subtasks, the restored one three.
 func TestCountDistinctRestore(t *testing.T) {
-	table := fmt.Sprintf("clink_count_distinct_%d", time.Now().UnixNano())
+	for _, backend := range []string{"memory", "pebble"} {
+		t.Run(backend, func(t *testing.T) { testCountDistinctRestore(t, backend) })
+	}
+}
+
+func testCountDistinctRestore(t *testing.T, backend string) {
+	table := fmt.Sprintf("clink_count_distinct_%s_%d", backend, time.Now().UnixNano())
 	pgTable(t, table, "g bigint PRIMARY KEY, keys bigint NOT NULL, counts bigint NOT NULL, late bigint NOT NULL, texts bigint NOT NULL, total bigint NOT NULL")
 	script := fmt.Sprintf(`
 CREATE TABLE s (id BIGINT, k AS id %% 40, u AS id %% 37) WITH ('connector' = 'datagen', 'rows-per-second' = '400',
@@ -63,9 +69,10 @@ CREATE TABLE s (id BIGINT, k AS id %% 40, u AS id %% 37) WITH ('connector' = 'da
 CREATE TABLE pg (g BIGINT, keys BIGINT, counts BIGINT, late BIGINT, texts BIGINT, total BIGINT, PRIMARY KEY (g) NOT ENFORCED) WITH (
   'connector' = 'postgres', 'url' = '%s', 'username' = 'postgres', 'table-name' = '%s');
 SET 'execution.checkpointing.interval' = '50ms';
+SET 'state.backend' = '%s';
 INSERT INTO pg SELECT k %% 3, COUNT(*), COUNT(DISTINCT n), COUNT(DISTINCT n) FILTER (WHERE last > 300),
   COUNT(DISTINCT CAST(n AS VARCHAR)), SUM(us)
-FROM (SELECT k, COUNT(*) AS n, MAX(id) AS last, COUNT(DISTINCT u) AS us FROM s GROUP BY k) GROUP BY k %% 3;`, jdbcURL(), table)
+FROM (SELECT k, COUNT(*) AS n, MAX(id) AS last, COUNT(DISTINCT u) AS us FROM s GROUP BY k) GROUP BY k %% 3;`, jdbcURL(), table, backend)
 	dir := t.TempDir()
 	var first bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
