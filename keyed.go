@@ -114,6 +114,10 @@ func (c *KeyedContext[K, V]) UpdateValue(f func(v V, ok bool) (nv V, keep bool))
 // Clear removes the current key's state.
 func (c *KeyedContext[K, V]) Clear() { c.value.Delete(c.key) }
 
+// State returns what KeyedProcessFunction.State registered for this
+// subtask, or nil without it.
+func (c *KeyedContext[K, V]) State() any { return c.ext }
+
 // Subtask returns the index of the subtask processing the record.
 func (c *KeyedContext[K, V]) Subtask() int { return c.subtask }
 
@@ -131,7 +135,7 @@ type keyedMember[K comparable, V any] struct {
 	// onTimer runs a fired timer of ctx.key at ctx.ts; nil: timers fire
 	// silently.
 	onTimer func(domain TimeDomain) error
-	// extState registers further keyed state (KeyedProcessFunction.state).
+	// extState registers further keyed state (KeyedProcessFunction.State).
 	extState func(b state.Backend, kc state.Codec[K]) (any, error)
 	// valueCodec and valueCopy are KeyedProcessFunction's, or nil.
 	valueCodec state.Codec[V]
@@ -260,11 +264,12 @@ type KeyedProcessFunction[K comparable, T, V, U any] struct {
 	// KeyedContext.UpdateValue hand out values for change in place (see
 	// state.WithCopy).
 	ValueCopy func(V) V
-	// state, when set, registers the operator's further keyed state with
-	// each subtask's backend after the value state and timers; what it
-	// returns is the context's ext. The window operator keeps its
-	// accumulators per key and window this way.
-	state func(b state.Backend, kc state.Codec[K]) (any, error)
+	// State, when set, registers the operator's further keyed state with
+	// each subtask's backend after the value state and timers (state.NewMap,
+	// state.NewValue, ...; each under a name of its own other than "value"
+	// and the timers'); what it returns is KeyedContext.State. The window
+	// operator keeps its accumulators per key and window this way.
+	State func(b state.Backend, kc state.Codec[K]) (any, error)
 }
 
 // KeyedProcess applies f to every record of a keyed stream, with a value
@@ -288,7 +293,7 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 	connect(up, n, 0, partHash, ks.selector(env.opts.MaxParallelism))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts, extState: f.state,
+		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts, extState: f.State,
 			valueCodec: f.ValueCodec, valueCopy: f.ValueCopy}
 		bc.add(m)
 		cnt := bc.counters(name)

@@ -217,7 +217,7 @@ func Aggregate[K comparable, T, ACC, OUT any](ks KeyedStream[K, T], name string,
 	all := KeyedProcess(ks, name, KeyedProcessFunction[K, T, struct{}, windowOutput[K, T, OUT]]{
 		ProcessElement: w.element,
 		OnTimer:        w.timer,
-		state: func(b state.Backend, kc state.Codec[K]) (any, error) {
+		State: func(b state.Backend, kc state.Codec[K]) (any, error) {
 			return state.NewMap[K, Window, ACC](b, "windows", kc)
 		},
 	})

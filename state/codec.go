@@ -165,10 +165,20 @@ func (boolCodec) Decode(src []byte) (bool, int, error) {
 	return false, 0, fmt.Errorf("decoding bool: invalid byte %#x", src[0])
 }
 
+// KeyHasher is implemented by a key codec that hashes its keys itself
+// instead of from their encoding (see HashInKeyGroup). The hash decides
+// the key's key group, so it must be as stable as the encoding.
+type KeyHasher[K any] interface {
+	HashKey(k K) uint64
+}
+
 // HasherFor returns a stable hash function for keys of type K. Strings and
 // integers are hashed without allocation; other types are hashed from their
-// codec encoding.
+// codec encoding, unless the codec is a KeyHasher.
 func HasherFor[K any](codec Codec[K]) func(K) uint64 {
+	if h, ok := codec.(KeyHasher[K]); ok && keyHashOf[K]() == keyHashCodec {
+		return h.HashKey
+	}
 	switch keyHashOf[K]() {
 	case keyHashString:
 		return func(k K) uint64 { return HashString(*(*string)(unsafe.Pointer(&k))) }

@@ -1053,3 +1053,21 @@ func TestCodecForConcurrent(t *testing.T) {
 	close(start)
 	wg.Wait()
 }
+
+type hashedKey struct{ a, b int64 }
+
+// hashedKeyCodec hashes a key by its a alone.
+type hashedKeyCodec struct{ Codec[hashedKey] }
+
+func (hashedKeyCodec) HashKey(k hashedKey) uint64 { return HashUint64(uint64(k.a)) }
+
+func TestHasherForUsesKeyHasher(t *testing.T) {
+	h := HasherFor[hashedKey](hashedKeyCodec{CodecFor[hashedKey]()})
+	if h(hashedKey{1, 2}) != h(hashedKey{1, 3}) || h(hashedKey{1, 2}) != HashUint64(1) {
+		t.Fatal("HasherFor does not hash with the codec's HashKey")
+	}
+	plain := HasherFor(CodecFor[hashedKey]())
+	if plain(hashedKey{1, 2}) == plain(hashedKey{1, 3}) {
+		t.Fatal("keys that differ hash alike without a KeyHasher")
+	}
+}

@@ -50,6 +50,36 @@ func mix64(h uint64) uint64 {
 	return h
 }
 
+// unmix64 inverts mix64: mix64(unmix64(m)) == m.
+func unmix64(m uint64) uint64 {
+	m ^= m >> 33
+	m *= 0x9cb4b2f8129337db // the inverse of 0xc4ceb9fe1a85ec53 mod 2^64
+	m ^= m >> 33
+	m *= 0x4f74430c22a54005 // the inverse of 0xff51afd7ed558ccd mod 2^64
+	m ^= m >> 33
+	return m
+}
+
+// HashInKeyGroup returns a key hash that falls into the key group of the
+// key hash group (KeyGroupFor(result, maxParallelism) ==
+// KeyGroupFor(group, maxParallelism)) while its other bits come from the
+// hash entry. A state whose entries belong to another state's key (the
+// distinct values of a SQL group, each an entry of its own) hashes its
+// keys with it, through a codec that implements KeyHasher: the entries
+// then move with their group's key when a job is rescaled, yet spread over
+// the slots of its key group's table.
+func HashInKeyGroup(group, entry uint64, maxParallelism int) uint64 {
+	mp := uint64(maxParallelism)
+	kg := mix64(group) % mp
+	e := mix64(entry)
+	base := e - e%mp
+	m := base + kg
+	if m < base { // wrapped past 2^64: take the multiple of mp below
+		m = base - mp + kg
+	}
+	return unmix64(m)
+}
+
 // HashBytes is the stable hash of an encoded key (FNV-1a 64 folded through
 // a multiply per 8 bytes for speed). It never changes between releases:
 // key groups of existing checkpoints depend on it.

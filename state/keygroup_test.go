@@ -368,3 +368,50 @@ func TestHasherForEqualKeysEqualHashes(t *testing.T) {
 		}
 	})
 }
+
+func TestUnmix64InvertsMix64(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		h := rapid.Uint64().Draw(t, "h")
+		if got := mix64(unmix64(h)); got != h {
+			t.Fatalf("mix64(unmix64(%#x)) = %#x", h, got)
+		}
+		if got := unmix64(mix64(h)); got != h {
+			t.Fatalf("unmix64(mix64(%#x)) = %#x", h, got)
+		}
+	})
+}
+
+// TestHashInKeyGroup checks that an entry's hash lands in its group's key
+// group for every max parallelism, and that entries of one group still
+// spread over the slots of a table (home) rather than share one.
+func TestHashInKeyGroup(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		group := rapid.Uint64().Draw(t, "group")
+		entry := rapid.Uint64().Draw(t, "entry")
+		mp := rapid.IntRange(1, MaxMaxParallelism).Draw(t, "maxParallelism")
+		if got, want := KeyGroupFor(HashInKeyGroup(group, entry, mp), mp), KeyGroupFor(group, mp); got != want {
+			t.Fatalf("maxParallelism %d: key group %d, want the group's %d", mp, got, want)
+		}
+	})
+	// The edge where the entry's mixed hash lies above the last multiple
+	// of a max parallelism that does not divide 2^64.
+	for _, mp := range []int{3, 7, 100, 127, MaxMaxParallelism - 1} {
+		for kg := range min(mp, 50) {
+			e := unmix64(^uint64(0) - uint64(kg))
+			var g uint64
+			for KeyGroupFor(g, mp) != mp-1 {
+				g++
+			}
+			if got := KeyGroupFor(HashInKeyGroup(g, e, mp), mp); got != mp-1 {
+				t.Fatalf("maxParallelism %d, entry near 2^64: key group %d, want %d", mp, got, mp-1)
+			}
+		}
+	}
+	homes := map[int]bool{}
+	for e := uint64(0); e < 1000; e++ {
+		homes[home(mix64(HashInKeyGroup(42, HashUint64(e), DefaultMaxParallelism)), 1024)] = true
+	}
+	if len(homes) < 500 {
+		t.Fatalf("1000 entries of one group take %d of 1024 home slots: they do not spread", len(homes))
+	}
+}

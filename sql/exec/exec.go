@@ -9,7 +9,9 @@
 //	                   FlatMap with the Calcs that feed it alone
 //	WatermarkAssigner  clink.AssignTimestamps, bounded out-of-orderness
 //	GroupAggregate     clink.KeyBy on the encoded group key + clink.KeyedProcess,
-//	                   accumulators (sql/expr) encoded in the key's value state
+//	                   accumulators (sql/expr) encoded in the key's value state;
+//	                   DISTINCT values one entry each in a second keyed
+//	                   state (distinct.go)
 //	WindowTableFunction clink.FlatMap: a row per window with its bounds;
 //	                   SESSION: clink.Aggregate with session windows keyed by
 //	                   the PARTITION BY columns, holding the rows
@@ -67,6 +69,7 @@ import (
 	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
+	"github.com/clinkstream/clink/state"
 )
 
 // Options are what the operators need from the outside world.
@@ -339,13 +342,19 @@ func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Ro
 // accumulators. The value state copies it (groupState.clone) the first time
 // a group changes after a checkpoint captured it, so the accumulators are
 // changed in place otherwise; groupCodec writes them into checkpoints.
+//
+// With DISTINCT aggregates, their values are entries of a table of their
+// own (distinct.go) and accs holds those aggregates' accumulators without
+// their sets; key is then the group's key, shared by its entries (empty
+// until the group's first row after a restore).
 type groupState struct {
 	count int64
 	accs  []expr.Accumulator
+	key   string
 }
 
 func (g *groupState) clone() *groupState {
-	c := &groupState{count: g.count, accs: make([]expr.Accumulator, len(g.accs))}
+	c := &groupState{count: g.count, accs: make([]expr.Accumulator, len(g.accs)), key: g.key}
 	for i, a := range g.accs {
 		c.accs[i] = a.Clone()
 	}
@@ -353,13 +362,24 @@ func (g *groupState) clone() *groupState {
 }
 
 // groupCodec encodes a groupState: the row count, then each accumulator's
-// encoding with its length.
+// encoding with its length. With DISTINCT aggregates (distinct non-nil)
+// the encoding starts with groupFormatDistinct: their accumulators then
+// hold no set of values. The row count is at least 1, so the first byte
+// of an encoding without the prefix is never 0.
 type groupCodec struct {
-	aggs []planner.AggCall
-	uid  string
+	aggs     []planner.AggCall
+	distinct []bool
+	uid      string
 }
 
+// groupFormatDistinct starts the group state of an operator with DISTINCT
+// aggregates whose values are kept as entries of their own.
+var groupFormatDistinct = [2]byte{0, 1}
+
 func (c groupCodec) Append(dst []byte, g *groupState) []byte {
+	if c.distinct != nil {
+		dst = append(dst, groupFormatDistinct[:]...)
+	}
 	dst = binary.AppendVarint(dst, g.count)
 	for _, a := range g.accs {
 		enc, err := a.MarshalBinary()
@@ -376,18 +396,32 @@ func (c groupCodec) Append(dst []byte, g *groupState) []byte {
 
 func (c groupCodec) Decode(src []byte) (*groupState, int, error) {
 	g := &groupState{accs: make([]expr.Accumulator, len(c.aggs))}
+	used := 0
+	if c.distinct != nil {
+		if len(src) < 2 || src[0] != groupFormatDistinct[0] {
+			return nil, 0, fmt.Errorf("operator %s: group state was written by an older version that kept the values of DISTINCT aggregates inside each group; it cannot be restored, start the job without this checkpoint", c.uid)
+		}
+		if src[1] != groupFormatDistinct[1] {
+			return nil, 0, fmt.Errorf("operator %s: group state of unknown format %d", c.uid, src[1])
+		}
+		src, used = src[2:], 2
+	}
 	n, m := binary.Varint(src)
 	if m <= 0 {
 		return nil, 0, fmt.Errorf("operator %s: group state: bad row count", c.uid)
 	}
 	g.count, src = n, src[m:]
-	used := m
+	used += m
 	for i, a := range c.aggs {
 		l, m := binary.Uvarint(src)
 		if m <= 0 || l > uint64(len(src)-m) {
 			return nil, 0, fmt.Errorf("operator %s: group state: %s's accumulator is truncated", c.uid, a.Text)
 		}
-		acc, err := a.Func.Decode(src[m : m+int(l)])
+		decode := a.Func.Decode
+		if c.distinct != nil && c.distinct[i] {
+			decode = a.Func.DecodeDeduplicated
+		}
+		acc, err := decode(src[m : m+int(l)])
 		if err != nil {
 			return nil, 0, fmt.Errorf("operator %s: %w", c.uid, err)
 		}
@@ -421,6 +455,13 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		}
 		return vals
 	}
+	slots, distinct := planDistinct(aggs)
+	codec := groupCodec{aggs: aggs, uid: uid}
+	if len(slots) == 0 {
+		distinct = nil
+	} else {
+		codec.distinct = distinct
+	}
 	fn := func(ctx *clink.KeyedContext[string, *groupState], r types.Row, out *clink.Collector[types.Row]) error {
 		add := r.Kind.IsAccumulate()
 		var prev, now []types.Value
@@ -435,14 +476,24 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 					// retract, as in Flink.
 					return nil, false
 				}
-				st = &groupState{accs: make([]expr.Accumulator, len(aggs))}
+				st = &groupState{accs: make([]expr.Accumulator, len(aggs)), key: ctx.Key()}
 				for i, a := range aggs {
-					st.accs[i] = a.Func.New()
+					if distinct != nil && distinct[i] {
+						st.accs[i] = a.Func.NewDeduplicated()
+					} else {
+						st.accs[i] = a.Func.New()
+					}
 				}
 			} else {
 				prev = result(r, st.accs)
+				if st.key == "" {
+					st.key = ctx.Key()
+				}
 			}
 			for i, a := range aggs {
+				if distinct != nil && distinct[i] {
+					continue
+				}
 				if a.Filter >= 0 {
 					if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
 						continue
@@ -462,6 +513,12 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 					// The accumulators may be half-changed: fail the job
 					// (the state is restored from the last checkpoint).
 					ferr = fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)
+					return st, true
+				}
+			}
+			if distinct != nil {
+				if err := accumulateDistinct(ctx.State().(*distinctState), slots, aggs, st, r, add); err != nil {
+					ferr = fmt.Errorf("operator %s: %w", uid, err)
 					return st, true
 				}
 			}
@@ -491,11 +548,15 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		}
 		return nil
 	}
-	return clink.KeyedProcess(clink.KeyBy(in, keyOf), uid, clink.KeyedProcessFunction[string, types.Row, *groupState, types.Row]{
+	f := clink.KeyedProcessFunction[string, types.Row, *groupState, types.Row]{
 		ProcessElement: fn,
-		ValueCodec:     groupCodec{aggs: aggs, uid: uid},
+		ValueCodec:     codec,
 		ValueCopy:      (*groupState).clone,
-	}), nil
+	}
+	if distinct != nil {
+		f.State = func(b state.Backend, _ state.Codec[string]) (any, error) { return newDistinctState(b) }
+	}
+	return clink.KeyedProcess(clink.KeyBy(in, keyOf), uid, f), nil
 }
 
 // sameValues compares two result rows, NULL equal to NULL: an unchanged

@@ -143,6 +143,27 @@ func (f *AggFunc) New() Accumulator {
 	return inner
 }
 
+// NewDeduplicated returns the accumulator of a DISTINCT aggregate without
+// its set of the values seen: the caller keeps the values (with how many
+// times each was added) and passes on only a value's first addition and
+// the retraction of its last one. For an aggregate without DISTINCT it is
+// New.
+func (f *AggFunc) NewDeduplicated() Accumulator {
+	g := *f
+	g.Spec.Distinct = false
+	return g.New()
+}
+
+// DecodeDeduplicated restores an accumulator made by NewDeduplicated from
+// its MarshalBinary form.
+func (f *AggFunc) DecodeDeduplicated(b []byte) (Accumulator, error) {
+	a := f.NewDeduplicated()
+	if err := a.UnmarshalBinary(b); err != nil {
+		return nil, fmt.Errorf("decoding %s accumulator: %w", f.Spec.Name, err)
+	}
+	return a, nil
+}
+
 // Decode restores an accumulator from its MarshalBinary form.
 func (f *AggFunc) Decode(b []byte) (Accumulator, error) {
 	a := f.New()
