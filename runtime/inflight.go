@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"encoding/binary"
 	"slices"
 	"sync/atomic"
 
@@ -54,9 +55,20 @@ func (e *overtakenEncoding) start(op Operator, logical int, finished func()) {
 		defer finished()
 		defer close(e.done)
 		var scratch []byte
+		batches := 0
+		for _, el := range e.elems {
+			if el.Kind == KindRecords {
+				batches++
+			}
+		}
 		for k, el := range e.elems {
 			if el.Kind == KindRecords {
 				scratch = op.EncodeBatch(logical, el.Batch, scratch[:0])
+				if e.data == nil {
+					// Room for as many batches of about this size: the
+					// queue of a backpressured channel is megabytes.
+					e.data = make([]byte, 0, batches*(len(scratch)+binary.MaxVarintLen64))
+				}
 				e.data = appendFrame(e.data, scratch)
 				e.records += el.Batch.Len()
 			}
