@@ -265,7 +265,8 @@ func (p *port[T]) encode(b runtime.Batch, from int, dst []byte) []byte {
 // bytes; when the type also appends itself (encoding.BinaryAppender, as SQL
 // rows do), the same bytes are appended in place, without the codec's
 // reflection and its allocations per value: an unaligned checkpoint encodes
-// every record queued at a backpressured task, on the task goroutine.
+// every record queued at a backpressured task. It may run on another
+// goroutine than the task's (runtime.Operator.EncodeBatch): it only reads.
 func (p *port[T]) appendValue(dst []byte, v *T) []byte {
 	if p.appends {
 		start := len(dst)

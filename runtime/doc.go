@@ -34,8 +34,9 @@
 //     unaligned checkpoint, keeps capturing the records that precede the
 //     barrier on the other inputs before queuing the snapshot. The records a
 //     priority barrier overtook are captured when it is popped, while they
-//     are still queued (they are processed later as usual), so the snapshot
-//     does not wait for a backpressured queue to drain. A chain that
+//     are still queued, so the snapshot does not wait for a backpressured
+//     queue to drain: a goroutine per input encodes them while the task goes
+//     on, and the task processes each of them only once it is encoded. A chain that
 //     implements ResumableOperator is interrupted inside a batch when a
 //     priority barrier reaches the task (a Send blocked on a full output
 //     goes over the capacity first): the task takes the barrier before the

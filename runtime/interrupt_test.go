@@ -3,6 +3,7 @@ package runtime
 import (
 	"encoding/binary"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,12 @@ type stepOp struct {
 	// stops counts the ProcessBatchFrom calls that returned before the end
 	// of their batch.
 	stops int
+	// encode, if set, runs before EncodeBatch encodes a batch, on
+	// whatever goroutine calls it.
+	encode func(intBatch)
+	// clobber negates a batch's values once it is processed, as a chain
+	// that recycles its batches reuses them.
+	clobber bool
 }
 
 func (o *stepOp) Open(tc *TaskContext) error { o.tc = tc; return nil }
@@ -48,6 +55,11 @@ func (o *stepOp) ProcessBatchFrom(_ int, b Batch, from int, in *Interrupt) (int,
 			f()
 		}
 	}
+	if o.clobber {
+		for i := range ib {
+			ib[i] = -ib[i]
+		}
+	}
 	return len(ib), nil
 }
 
@@ -60,6 +72,9 @@ func (o *stepOp) Flush() error                 { return nil }
 func (o *stepOp) Close() error                 { return nil }
 func (o *stepOp) CanUnalign() bool             { return o.canUnalign }
 func (o *stepOp) EncodeBatch(_ int, b Batch, dst []byte) []byte {
+	if o.encode != nil {
+		o.encode(b.(intBatch))
+	}
 	return encodeInts(dst, b.(intBatch))
 }
 func (o *stepOp) DecodeBatch(_ int, data []byte) (Batch, error) { return decodeInts(data) }
@@ -88,6 +103,13 @@ func (a *ackRecorder) decline(_ checkpoint.ID, _ checkpoint.ParticipantID, err e
 // if not nil, runs on the test goroutine while the task runs.
 func runStepTask(t *testing.T, op *stepOp, inputs []*Channel, wake chan struct{}, out *Channel, during func()) *store.Store {
 	t.Helper()
+	return runStepTaskRestored(t, op, nil, inputs, wake, out, during)
+}
+
+// runStepTaskRestored is runStepTask for a task that first restores
+// restored (nil: none).
+func runStepTaskRestored(t *testing.T, op *stepOp, restored *store.TaskSnapshot, inputs []*Channel, wake chan struct{}, out *Channel, during func()) *store.Store {
+	t.Helper()
 	st, err := store.Open(t.TempDir(), store.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +121,7 @@ func runStepTask(t *testing.T, op *stepOp, inputs []*Channel, wake chan struct{}
 		outs = [][]*Channel{{out}}
 	}
 	tc := &TaskContext{Vertex: "op", Name: "op-0", Parallelism: 1, MaxParallelism: 1,
-		Out: NewOutputs(outs, done), Done: done}
+		Out: NewOutputs(outs, done), Done: done, Restored: restored}
 	final := make(chan struct{})
 	close(final)
 	acks := &ackRecorder{acked: make(chan checkpoint.ID, 16), declined: make(chan error, 16)}
@@ -389,5 +411,63 @@ func TestInterruptCountsQueuedPriorityBarriers(t *testing.T) {
 	}
 	if in.Requested() || in.queued.Load() != 0 {
 		t.Fatalf("Requested with every barrier popped (queued %d)", in.queued.Load())
+	}
+}
+
+// The batches an unaligned barrier overtook are encoded off the task
+// goroutine: the task goes on processing the ones already encoded while a
+// later one is still being encoded, but processes none before its encoding
+// is past it (the chain may recycle a processed batch). The checkpoint holds
+// exactly the overtaken records, in order, and restoring it replays them.
+func TestTaskEncodesOvertakenBatchesOffItsGoroutine(t *testing.T) {
+	t.Setenv(store.FsyncEnvVar, "0")
+	wake := make(chan struct{}, 1)
+	in := NewChannel(16, wake)
+	mustPush(t, in, rec(1, 2), wmark(0), rec(3, 4), rec(5, 6), rec(7, 8))
+	in.PushPriority(bar(1))
+	mustPush(t, in, rec(9), EndElement())
+
+	gate := make(chan struct{})
+	reached4 := make(chan struct{})
+	var early atomic.Bool // 5 was processed before its batch was encoded
+	var encodedFive atomic.Bool
+	op := &stepOp{after: map[int]func(){}, canUnalign: true, clobber: true}
+	op.encode = func(b intBatch) {
+		if b[0] == 5 {
+			<-gate
+			encodedFive.Store(true)
+		}
+	}
+	op.after[4] = func() { close(reached4) }
+	op.after[5] = func() { early.Store(!encodedFive.Load()) }
+	st := runStepTask(t, op, []*Channel{in}, wake, nil, func() {
+		defer close(gate)
+		select {
+		case <-reached4:
+		case <-time.After(5 * time.Second):
+			t.Error("the task processed no overtaken batch while a later one was being encoded")
+		}
+	})
+	if early.Load() {
+		t.Error("the task processed a batch before its encoding was past it")
+	}
+	seen, inflight := stepSnapshot(t, st, 1, 1)
+	if len(seen) != 0 || !slices.Equal(inflight[0], ints(1, 8)) {
+		t.Errorf("checkpoint 1 holds %v as processed and %v in flight, want nothing and %v", seen, inflight[0], ints(1, 8))
+	}
+	if !slices.Equal(op.seen, ints(1, 9)) {
+		t.Errorf("processed %v, want %v", op.seen, ints(1, 9))
+	}
+
+	snap, err := st.ReadTaskSnapshot(1, "op-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := NewChannel(16, wake)
+	mustPush(t, again, rec(9), EndElement())
+	restored := &stepOp{after: map[int]func(){}, canUnalign: true}
+	runStepTaskRestored(t, restored, snap, []*Channel{again}, wake, nil, nil)
+	if !slices.Equal(restored.seen, ints(1, 9)) {
+		t.Errorf("the restored task processed %v, want %v", restored.seen, ints(1, 9))
 	}
 }

@@ -41,7 +41,8 @@ type TaskContext struct {
 }
 
 // Chain is the part of a task the runtime calls: its operators, chained by
-// forward edges, seen as one. All methods run on the task goroutine.
+// forward edges, seen as one. All methods run on the task goroutine, except
+// Operator.EncodeBatch.
 type Chain interface {
 	// Open prepares the chain and restores its state from tc.Restored.
 	Open(tc *TaskContext) error
@@ -82,6 +83,10 @@ type Operator interface {
 	// input). A chain that cannot degrades unaligned barriers to aligned.
 	CanUnalign() bool
 	// EncodeBatch appends the encoding of b, a batch of input input, to dst.
+	// It may run on another goroutine than the task's, concurrently with
+	// the chain's other methods (never with ProcessBatch of the same b,
+	// which waits until b is encoded), so it must only read b and the
+	// chain's immutable configuration.
 	EncodeBatch(input int, b Batch, dst []byte) []byte
 	// DecodeBatch decodes a batch of input input encoded by EncodeBatch.
 	DecodeBatch(input int, data []byte) (Batch, error)

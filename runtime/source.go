@@ -35,6 +35,9 @@ type captured struct {
 	build    func() ([]store.OperatorSnapshot, error)
 	wm       int64
 	inflight []store.InFlight
+	// tails are the in-flight records that barriers overtook, encoded off
+	// the task goroutine; each follows inflight's records of its input.
+	tails []*overtakenEncoding
 }
 
 // snapshot builds the task snapshot; it runs on the snapshot worker.
@@ -49,7 +52,7 @@ func (c *captured) snapshot(vertex string) (*store.TaskSnapshot, error) {
 	if c.wm != MinWatermark {
 		ops[0].Watermark = c.wm
 	}
-	ops[0].InFlight = append(ops[0].InFlight, c.inflight...)
+	ops[0].InFlight = append(ops[0].InFlight, appendTails(c.inflight, c.tails)...)
 	snap := c.meta
 	snap.Operators = ops
 	return &snap, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
@@ -31,9 +32,12 @@ type region struct {
 // pendingSnapshot is a snapshot whose state is captured but whose in-flight
 // records are still being collected (unaligned checkpoints).
 type pendingSnapshot struct {
-	id        checkpoint.ID
-	snap      *captured
-	inflight  map[int]*store.InFlight // by channel index
+	id       checkpoint.ID
+	snap     *captured
+	inflight map[int]*store.InFlight // by channel index
+	// tails are the encodings of what its barriers overtook, at most one
+	// per channel; they follow inflight's records of their channel.
+	tails     []*overtakenEncoding
 	alignDone bool
 	align     int64
 }
@@ -66,6 +70,15 @@ type operatorTask struct {
 	// batch being processed is captured, from its first unprocessed
 	// record on; reused between batches.
 	captured []checkpoint.ID
+	// popped counts the non-barrier elements popped from each channel:
+	// the position of the next one, as overtakenEncoding counts them.
+	popped []int64
+	// encoding lists, per channel, the overtaken encodings that cover
+	// elements not yet popped from it.
+	encoding [][]*overtakenEncoding
+	// encoders counts the encoding goroutines started; the task waits for
+	// them before it closes its chain.
+	encoders sync.WaitGroup
 }
 
 func (t *operatorTask) run() (err error) {
@@ -79,13 +92,19 @@ func (t *operatorTask) run() (err error) {
 	}
 	t.curWm = MinWatermark
 	t.regions = make([][]region, n)
+	t.popped = make([]int64, n)
+	t.encoding = make([][]*overtakenEncoding, n)
 	t.pending = make(map[checkpoint.ID]*pendingSnapshot)
 	t.pinned = make(map[checkpoint.ID]checkpoint.Mode)
 	t.canAlign = t.op.CanUnalign()
 	t.align = checkpoint.NewAlignment(n, t.canAlign)
 
-	// Close also releases what a failed Open had already opened.
-	defer func() { err = b.closeChain(t.op, err) }()
+	// Close also releases what a failed Open had already opened, once no
+	// encoding of overtaken records still reads the chain's batches.
+	defer func() {
+		t.encoders.Wait()
+		err = b.closeChain(t.op, err)
+	}()
 	if err := t.op.Open(b.tc); err != nil {
 		return fmt.Errorf("opening %s: %w", b.name, err)
 	}
@@ -225,6 +244,9 @@ func (t *operatorTask) pendingIDs() []checkpoint.ID {
 
 // handle processes one element popped from channel i.
 func (t *operatorTask) handle(i int, e Element) error {
+	if e.Kind != KindBarrier {
+		t.awaitEncoded(i)
+	}
 	inRegion := e.Kind != KindBarrier && len(t.regions[i]) > 0
 	if err := t.handleElement(i, e); err != nil {
 		return err
@@ -457,20 +479,47 @@ func (t *operatorTask) captureRest(i int, batch Batch, from int, ids []checkpoin
 	}
 }
 
-// captureOvertaken appends the record batches among the n elements the
-// just-popped priority barrier id overtook on channel i, still queued, to
-// the snapshot of id. They are processed later as usual.
+// captureOvertaken captures the record batches among the n elements the
+// just-popped priority barrier id overtook on channel i, still queued, as
+// the last in-flight records of channel i in the snapshot of id. They are
+// encoded on a goroutine of their own (overtakenEncoding), and processed
+// later as usual, each once its encoding is past it (awaitEncoded).
 func (t *operatorTask) captureOvertaken(i int, id checkpoint.ID, n int) {
-	if t.pending[id] == nil {
+	p := t.pending[id]
+	if p == nil {
 		return // the snapshot failed and was declined
 	}
-	for _, e := range t.inputs[i].PeekOvertaken(n) {
-		if e.Kind != KindRecords {
-			continue
-		}
-		t.scratch = t.op.EncodeBatch(t.logical[i], e.Batch, t.scratch[:0])
-		t.appendInFlight(id, i, t.scratch, e.Batch.Len())
+	elems := t.inputs[i].PeekOvertaken(n)
+	if !slices.ContainsFunc(elems, func(e Element) bool { return e.Kind == KindRecords }) {
+		return
 	}
+	enc := &overtakenEncoding{input: i, first: t.popped[i], n: len(elems), elems: elems}
+	t.encoders.Add(1)
+	enc.start(t.op, t.logical[i], t.encoders.Done)
+	p.tails = append(p.tails, enc)
+	t.encoding[i] = append(t.encoding[i], enc)
+}
+
+// awaitEncoded runs before the task processes the next non-barrier element
+// of channel i: it waits until every encoding that captured the element is
+// past it, and forgets the encodings that cover no later element.
+func (t *operatorTask) awaitEncoded(i int) {
+	pos := t.popped[i]
+	t.popped[i]++
+	if len(t.encoding[i]) == 0 {
+		return
+	}
+	kept := t.encoding[i][:0]
+	for _, enc := range t.encoding[i] {
+		if enc.covers(pos) {
+			enc.wait(pos)
+		}
+		if enc.covers(pos + 1) {
+			kept = append(kept, enc)
+		}
+	}
+	clear(t.encoding[i][len(kept):])
+	t.encoding[i] = kept
 }
 
 // appendInFlight appends one encoded batch of channel i to the in-flight
@@ -583,6 +632,7 @@ func (t *operatorTask) finishPending() error {
 				p.snap.inflight = append(p.snap.inflight, *p.inflight[k])
 			}
 		}
+		p.snap.tails = p.tails
 		if !t.base.submit(snapshotJob{id: id, snap: p.snap, align: p.align}) {
 			return ErrCanceled
 		}

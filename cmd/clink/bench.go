@@ -67,6 +67,8 @@ func newBenchNexmarkCmd() *cobra.Command {
 checkpoints into a temporary directory, and report events, wall time, events
 per second, process CPU time (user + system), events per CPU-second,
 checkpoints completed with their p50/p99 durations, and peak RSS.
+--checkpoint-interval 0 runs the job without checkpoints (no directory, no
+snapshots, not even a final one), to measure what checkpointing costs.
 
 --query gen runs the generator alone into a sink that discards the events.
 --query qN runs clink's copy of Nexmark query N (examples/nexmark: the source
@@ -119,7 +121,7 @@ to blackhole tables and produce no updates.`,
 	f.StringVar(&o.query, "query", "gen", "what to run: gen (the generator alone) or a Nexmark query q0..q22")
 	f.Int64Var(&o.events, "events", 10_000_000, "number of events to generate")
 	f.IntVar(&o.parallelism, "parallelism", 1, "parallelism of the job")
-	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory)")
+	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory); 0 runs without checkpoints")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	f.Int64Var(&o.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after N events, restore it and report its recovery")
@@ -135,8 +137,14 @@ func (o *benchOptions) validate() error {
 	if o.parallelism < 1 {
 		return fmt.Errorf("--parallelism must be at least 1, got %d", o.parallelism)
 	}
-	if o.checkpointInterval <= 0 {
-		return fmt.Errorf("--checkpoint-interval must be positive, got %s", o.checkpointInterval)
+	if o.checkpointInterval < 0 {
+		return fmt.Errorf("--checkpoint-interval must be positive, or 0 for no checkpoints, got %s", o.checkpointInterval)
+	}
+	if o.checkpointInterval == 0 && o.backpressure {
+		return errors.New("--checkpoint-interval 0 cannot be combined with --backpressure, which measures checkpoints")
+	}
+	if o.checkpointInterval == 0 && o.killAfter != 0 {
+		return errors.New("--checkpoint-interval 0 cannot be combined with --kill-after, which restores a checkpoint")
 	}
 	if o.duration < 0 || o.duration > 0 && !o.backpressure {
 		return fmt.Errorf("--duration needs --backpressure and must be positive, got %s", o.duration)
@@ -223,6 +231,16 @@ func rusage() (time.Duration, int64, error) {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), int64(ru.Maxrss) * 1024, nil // Maxrss is in KiB on Linux
 }
 
+// checkpointDir is where the job's checkpoints go under the run's
+// temporary directory dir: none ("", checkpointing off) at a
+// --checkpoint-interval of 0.
+func (o *benchOptions) checkpointDir(dir string) string {
+	if o.checkpointInterval == 0 {
+		return ""
+	}
+	return filepath.Join(dir, "checkpoints")
+}
+
 // sourceEvents is the number of events the generator emits: 0, unbounded,
 // when the job runs for a --duration.
 func (o *benchOptions) sourceEvents() int64 {
@@ -254,7 +272,7 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 	}
 	env, err := clinkapi.NewEnvironment(clinkapi.Options{
 		Parallelism:        o.parallelism,
-		CheckpointDir:      filepath.Join(dir, "checkpoints"),
+		CheckpointDir:      o.checkpointDir(dir),
 		CheckpointInterval: o.checkpointInterval,
 		CheckpointMode:     o.mode,
 		BatchSize:          1024,
@@ -307,7 +325,7 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 	}
 	job, err := sql.Prepare(script, sql.Options{
 		Parallelism:        o.parallelism,
-		CheckpointDir:      filepath.Join(dir, "checkpoints"),
+		CheckpointDir:      o.checkpointDir(dir),
 		CheckpointInterval: o.checkpointInterval,
 		CheckpointMode:     o.mode,
 		Stdout:             stdout,

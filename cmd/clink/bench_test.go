@@ -20,7 +20,9 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "10"}, "--kill-after must be between 1 and --events - 1 (0: never), got 10"},
 		{[]string{"bench", "nexmark", "--events", "many"}, `invalid argument "many" for "--events"`},
 		{[]string{"bench", "nexmark", "--parallelism", "0"}, "--parallelism must be at least 1, got 0"},
-		{[]string{"bench", "nexmark", "--checkpoint-interval", "0s"}, "--checkpoint-interval must be positive"},
+		{[]string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, "--checkpoint-interval must be positive, or 0 for no checkpoints, got -1s"},
+		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--backpressure"}, "--checkpoint-interval 0 cannot be combined with --backpressure"},
+		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "extra"}, `unknown command "extra"`},
 		{[]string{"bench"}, "name a benchmark: clink bench nexmark"},
 	} {
@@ -45,6 +47,23 @@ func TestBenchNexmarkQuery(t *testing.T) {
 		if len(got) != 10 || got["query"] != q || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
 			got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
 			t.Errorf("%s: implausible result: %s", q, out)
+		}
+	}
+}
+
+func TestBenchNexmarkWithoutCheckpoints(t *testing.T) {
+	for _, q := range []string{"gen", "q1"} {
+		code, out, errs := clink(t, "bench", "nexmark", "--query", q, "--events", "20000", "--parallelism", "2", "--checkpoint-interval", "0", "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d, stderr %q", q, code, errs)
+		}
+		var got map[string]any
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("%s: output %q is not one JSON object: %v", q, out, err)
+		}
+		// Not even the final checkpoint of the bounded job is taken.
+		if got["events"] != 20000.0 || got["checkpoints"] != 0.0 || got["events_per_cpu_s"].(float64) <= 0 {
+			t.Errorf("%s: want 20000 events and no checkpoint, got %s", q, out)
 		}
 	}
 }
