@@ -104,15 +104,17 @@ func (h *Harness) Run(ctx context.Context) (Result, error) {
 		go func() { exited <- cmd.Wait() }()
 		var timer <-chan time.Time
 		if res.Kills < h.Kills {
-			// An armed incarnation gets twice the time to reach its point.
 			d := h.MinDelay
 			if h.MaxDelay > h.MinDelay {
 				d += time.Duration(rng.Int64N(int64(h.MaxDelay - h.MinDelay)))
 			}
 			switch {
 			case fault != "":
-				d *= 2
-				timer = time.After(d)
+				// An armed incarnation is killed only 2d after it
+				// completed a checkpoint of its own: its fault point lies
+				// on the checkpoint and commit path, which a loaded
+				// machine may not reach within a fixed delay of the start.
+				timer = h.afterProgress(ctx, newest, 2*d, exited)
 			case len(res.Runs)%4 == 0:
 				// Every fourth run is killed only after it completed a
 				// checkpoint of its own, so that the job makes progress
