@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -431,14 +432,16 @@ func marshals(t reflect.Type) bool {
 }
 
 // appendBytesDiff diffs two values whose byte slices sit at offs (see
-// byteSliceFields): a slice that kept its array and its bytes and grew
-// gets an edit of its length and one inserting the bytes appended; any
-// other change of a slice makes the value be written whole.
+// byteSliceFields): a slice that begins with the earlier one's bytes (it
+// kept its array, which the earlier bytes never change in, or its bytes
+// compare equal: it was copied into a larger array) gets an edit of its
+// length and one inserting the bytes appended; any other change of a
+// slice makes the value be written whole.
 func appendBytesDiff(dst []byte, old, new unsafe.Pointer, offs []uintptr) ([]byte, bool) {
 	off := 0 // in old's encoding
 	for _, fo := range offs {
 		o, n := *(*[]byte)(unsafe.Add(old, fo)), *(*[]byte)(unsafe.Add(new, fo))
-		if len(o) > 0 && (len(n) < len(o) || unsafe.SliceData(n) != unsafe.SliceData(o)) {
+		if len(o) > 0 && (len(n) < len(o) || unsafe.SliceData(n) != unsafe.SliceData(o) && !bytes.Equal(n[:len(o)], o)) {
 			return dst, false
 		}
 		head := 1
