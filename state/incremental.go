@@ -19,7 +19,7 @@ import (
 //
 // A checkpoint persists the entries written or deleted since the previous
 // one (a delta file: each changed key with its value as of the capture, or
-// its deletion) and lists, in a manifest stored inline in the task
+// edits of the value the chain held (Differ), or its deletion) and lists, in a manifest stored inline in the task
 // snapshot, the chain of files its state is made of: a full base, then the
 // deltas written since, in order. Files are shared files (SharedFiles): a
 // checkpoint lists every file of its chain, and retention deletes a file
