@@ -160,6 +160,9 @@ type cowTable[K comparable, V any] struct {
 	// a changelog.
 	lastChanges *kgChanges[K]
 	lastIndex   int
+	// diff, with a changelog and without TTL, encodes a changed value as
+	// edits of an earlier one (diffFor), for deltas; nil: written whole.
+	diff func(dst []byte, old, new V) ([]byte, bool)
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -193,6 +196,9 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 	}
 	t.inPlace = t.exact && t.ttl == 0 && clone == nil
 	t.fast = t.flat && t.keyHash == keyHash64 && t.kgMask != 0 && t.ttl == 0
+	if t.changelog && t.ttl == 0 {
+		t.diff = diffFor(vc)
+	}
 	if err := b.Register(t); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 //
 // A checkpoint persists the entries written or deleted since the previous
 // one (a delta file: each changed key with its value as of the capture, or
-// its deletion) and lists, in a manifest stored inline in the task
+// edits of the value the chain held (Differ), or its deletion) and lists, in a manifest stored inline in the task
 // snapshot, the chain of files its state is made of: a full base, then the
 // deltas written since, in order. Files are shared files (SharedFiles): a
 // checkpoint lists every file of its chain, and retention deletes a file
@@ -128,6 +128,10 @@ type incrState struct {
 	chain       []chainFile
 	// lastSeq is the newest capture whose changes the chain holds.
 	lastSeq uint64
+	// last is that capture, if a file of this backend's chain was written
+	// from it (nil after a restore): deltas write changed values as edits
+	// of its values (Differ).
+	last *incrCapture
 	// baseBytes and deltaBytes total the chain's files.
 	baseBytes, deltaBytes int64
 	// full: the next checkpoint writes a base (restored from a full
@@ -224,6 +228,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	}
 	outOfOrder := c.seq <= inc.lastSeq
 	full := inc.full
+	last := inc.last
 	var earlier []*incrCapture
 	for _, u := range inc.unpersisted {
 		if u.seq < c.seq {
@@ -245,26 +250,26 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		}
 		inc.mu.Lock()
 		inc.dropUnpersisted(c.seq)
-		inc.full, inc.chain, inc.lastSeq = true, nil, max(inc.lastSeq, c.seq)
+		inc.full, inc.chain, inc.lastSeq, inc.last = true, nil, max(inc.lastSeq, c.seq), nil
 		inc.mu.Unlock()
 		return &FileState{KeyGroups: groups}, nil
 	case outOfOrder:
 		// A newer capture was persisted first (only callers other than
 		// the runtime do that): its chain holds these changes with later
 		// values, so this checkpoint gets a base of its own.
-		f, err := c.writeFile(sw.Write, true, nil)
+		f, err := c.writeFile(sw.Write, true, nil, nil)
 		if err != nil {
 			return nil, err
 		}
 		return c.manifest([]chainFile{f}), nil
 	case full:
-		f, err := c.writeFile(sw.Write, true, nil)
+		f, err := c.writeFile(sw.Write, true, nil, nil)
 		if err != nil {
 			return nil, err
 		}
 		inc.mu.Lock()
 		inc.dropUnpersisted(c.seq)
-		inc.chain, inc.lastSeq, inc.full = []chainFile{f}, c.seq, false
+		inc.chain, inc.lastSeq, inc.full, inc.last = []chainFile{f}, c.seq, false, c
 		inc.baseBytes, inc.deltaBytes = f.size, 0
 		inc.mu.Unlock()
 		return c.manifest([]chainFile{f}), nil
@@ -297,7 +302,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	}
 	changed := c.hasChanges(earlier)
 	if changed {
-		f, err := c.writeFile(sw.Write, false, earlier)
+		f, err := c.writeFile(sw.Write, false, earlier, last)
 		if err != nil {
 			return nil, err
 		}
@@ -309,7 +314,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	if usedBase && inc.matDone == newBase {
 		inc.matDone = nil
 	}
-	inc.chain, inc.lastSeq = chain, c.seq
+	inc.chain, inc.lastSeq, inc.last = chain, c.seq, c
 	inc.baseBytes, inc.deltaBytes = baseBytes, deltaBytes
 	inc.dropUnpersisted(c.seq)
 	if !inc.matRunning && inc.matDone == nil && (deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles) && !inc.closing.Load() {
@@ -326,7 +331,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 func (c *incrCapture) materialize(sw SharedWriter) {
 	inc := c.b.inc
 	defer inc.wg.Done()
-	f, err := c.writeFile(sw.WriteUnpinned, true, nil)
+	f, err := c.writeFile(sw.WriteUnpinned, true, nil, nil)
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	inc.matRunning = false
@@ -369,9 +374,9 @@ func (c *incrCapture) manifest(chain []chainFile) *FileState {
 var errClosing = errors.New("the state backend is closing")
 
 // writeFile writes a base (every live entry of c) or a delta (the changes
-// of the earlier captures and c) through write and returns its chain
-// entry.
-func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error, base bool, earlier []*incrCapture) (chainFile, error) {
+// of the earlier captures and c, as edits of last's values where it can)
+// through write and returns its chain entry.
+func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error, base bool, earlier []*incrCapture, last *incrCapture) (chainFile, error) {
 	inc := c.b.inc
 	kind, suffix := byte(kindDelta), "delta"
 	if base {
@@ -380,9 +385,16 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 	f := chainFile{name: fmt.Sprintf("mem-%s-%d.%s", inc.token, c.seq, suffix), base: base, applies: c.rng, seq: c.seq}
 	// The frozen tables of the same table in the earlier captures.
 	var before [][]changeTable
+	var prev []changeTable
 	if !base {
 		before = make([][]changeTable, len(c.frozen))
+		prev = make([]changeTable, len(c.frozen))
 		for i, name := range c.names {
+			if last != nil {
+				if j := slices.Index(last.names, name); j >= 0 {
+					prev[i], _ = last.frozen[j].(changeTable)
+				}
+			}
 			for _, e := range earlier {
 				if j := slices.Index(e.names, name); j >= 0 {
 					if ct, ok := e.frozen[j].(changeTable); ok {
@@ -409,7 +421,7 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 				if base {
 					scratch, n = ct.appendDelimited(scratch[:0], kg)
 				} else {
-					scratch, n = ct.appendChanges(scratch[:0], kg, before[i])
+					scratch, n = ct.appendChanges(scratch[:0], kg, before[i], prev[i])
 				}
 				if n > 0 {
 					sec = appendFileSection(sec[:0], kg, c.names[i], n, scratch)
@@ -735,11 +747,13 @@ func (l *chainLoader) mergeKeyGroup(chain []chainFile, kg int) ([]mergedTable, e
 // delimitedEntry is one decoded delimited entry; its slices point into the
 // file.
 type delimitedEntry struct {
-	del   bool
-	key   []byte
-	value []byte
-	w     int64
-	raw   []byte // the whole delimited entry
+	del bool
+	// splice: value holds edits of the key's earlier value (opSplice).
+	splice bool
+	key    []byte
+	value  []byte
+	w      int64
+	raw    []byte // the whole delimited entry
 }
 
 // nextEntry decodes the delimited entry at the front of b.
@@ -752,6 +766,8 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 	case opDelete:
 		e.del = true
 	case opPut:
+	case opSplice:
+		e.splice = true
 	case opReset:
 		return e, 0, errors.New("a reset entry after the first")
 	default:
@@ -787,6 +803,22 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 	return e, p, nil
 }
 
+// putEntry returns the delimited put entry of key k with value v and write
+// time w.
+func putEntry(k, v []byte, w int64) delimitedEntry {
+	raw := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(k)+len(v)+binary.MaxVarintLen64)
+	raw = append(raw, opPut)
+	raw = binary.AppendUvarint(raw, uint64(len(k)))
+	raw = append(raw, k...)
+	p := len(raw)
+	raw = binary.AppendUvarint(raw, uint64(len(v)))
+	raw = append(raw, v...)
+	raw = binary.AppendVarint(raw, w)
+	e := delimitedEntry{key: raw[1+uvarintLen(uint64(len(k))) : 1+uvarintLen(uint64(len(k)))+len(k)], w: w, raw: raw}
+	e.value = raw[p+uvarintLen(uint64(len(v))) : p+uvarintLen(uint64(len(v)))+len(v)]
+	return e
+}
+
 // eachEntry calls f for the entries of a section.
 func eachEntry(kg int, s fileSection, f func(delimitedEntry)) error {
 	b := s.data
@@ -817,25 +849,70 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 	}
 	if len(secs) == 1 {
 		// A delta first in its chain may delete keys the state never had.
+		var spliced error
 		err := eachEntry(kg, secs[0], func(e delimitedEntry) {
+			if e.splice && spliced == nil {
+				spliced = fmt.Errorf("key group %d, table %q: edits of a value the chain does not hold before them", kg, name)
+			}
 			if !e.del {
 				put(e)
 			}
 		})
+		if err == nil {
+			err = spliced
+		}
 		return m, err
 	}
-	// The last entry of each key in the sections after the first.
+	// The last entry of each key in the sections after the first; edits
+	// are applied onto the key's value before them, from these sections
+	// or the first (base, indexed on the first edit).
 	latest := map[string]int{}
 	var changes []delimitedEntry
-	for _, s := range secs[1:] {
+	var base map[string]delimitedEntry
+	var failed error
+	for si, s := range secs[1:] {
+		i := 0
 		err := eachEntry(kg, s, func(e delimitedEntry) {
-			if i, ok := latest[string(e.key)]; ok {
-				changes[i] = e
+			defer func() { i++ }()
+			if failed != nil {
+				return
+			}
+			if e.splice {
+				var before delimitedEntry
+				var had bool
+				if j, ok := latest[string(e.key)]; ok {
+					before, had = changes[j], true
+				} else {
+					if base == nil {
+						base = map[string]delimitedEntry{}
+						failed = eachEntry(kg, secs[0], func(b delimitedEntry) { base[string(b.key)] = b })
+						if failed != nil {
+							return
+						}
+					}
+					before, had = base[string(e.key)]
+				}
+				if !had || before.del {
+					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: edits of a value the chain does not hold", kg, name, si+1, i)
+					return
+				}
+				v, err := applyEdits(nil, before.value, e.value)
+				if err != nil {
+					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: %w", kg, name, si+1, i, err)
+					return
+				}
+				e = putEntry(e.key, v, e.w)
+			}
+			if j, ok := latest[string(e.key)]; ok {
+				changes[j] = e
 				return
 			}
 			latest[string(e.key)] = len(changes)
 			changes = append(changes, e)
 		})
+		if err == nil {
+			err = failed
+		}
 		if err != nil {
 			return m, err
 		}
@@ -940,7 +1017,7 @@ func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
 			inc.full = true
 			return nil
 		}
-		inc.chain = chain
+		inc.chain, inc.last = chain, nil
 		inc.baseBytes, inc.deltaBytes = 0, 0
 		for _, f := range chain {
 			if f.base {
