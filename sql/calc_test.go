@@ -62,6 +62,12 @@ CREATE TABLE u (a BIGINT, b BIGINT) WITH (
 				}
 				return []int64{b, a}
 			}},
+		{"columns kept in place, one computed", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT a, b, a * 10 + b FROM u",
+			func(a, b int64) []int64 { return []int64{a, b, a*10 + b} }},
+		{"a copied column over a slot read later", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT a, a, a * 10 + b FROM u",
+			func(a, b int64) []int64 { return []int64{a, a, a*10 + b} }},
+		{"a computed column over a slot read later", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT a, b + 1, a * 10 + b FROM u",
+			func(a, b int64) []int64 { return []int64{a, b + 1, a*10 + b} }},
 		{"after a watermark assigner", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT b, a, a * 10 FROM t WHERE b <> 110",
 			func(a, b int64) []int64 {
 				if b == 110 {

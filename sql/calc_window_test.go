@@ -12,27 +12,33 @@ import (
 // with its output (a row is made for its window alone): a permutation that
 // reads slots an earlier projection wrote, a filter with computed values,
 // an output wider than the window's row, and a window result read by two
-// queries, which neither may write into. The output must be what the query
-// says, at parallelism 1 and 2.
+// queries, which neither may write into, and rows a Rank keeps; with a
+// watermark that lets one key fire many windows at once, their rows cut
+// from shared blocks. The output must be what the query says, at
+// parallelism 1 and 2.
 func TestCalcWritesIntoWindowRows(t *testing.T) {
 	for _, win := range []struct {
 		name, tvf string
 		starts    func(a int64) []int64 // the starts of a's windows
+		wm        string                // the watermark of ts
+		n         int64                 // rows
 	}{
 		{"tumble", "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0.005' SECOND)",
-			func(a int64) []int64 { return []int64{a / 5 * 5} }},
+			func(a int64) []int64 { return []int64{a / 5 * 5} }, "ts", 40},
 		{"hop", "HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '0.005' SECOND, INTERVAL '0.01' SECOND)",
-			func(a int64) []int64 { return []int64{a/5*5 - 5, a / 5 * 5} }},
+			func(a int64) []int64 { return []int64{a/5*5 - 5, a / 5 * 5} }, "ts", 40},
+		{"tumble, fired together", "TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '0.005' SECOND)",
+			func(a int64) []int64 { return []int64{a / 5 * 5} }, "ts - INTERVAL '1' SECOND", 400},
 	} {
-		t.Run(win.name, func(t *testing.T) { testCalcIntoWindowRows(t, win.tvf, win.starts) })
+		t.Run(win.name, func(t *testing.T) { testCalcIntoWindowRows(t, win.tvf, win.starts, win.wm, win.n) })
 	}
 }
 
-func testCalcIntoWindowRows(t *testing.T, tvf string, starts func(a int64) []int64) {
+func testCalcIntoWindowRows(t *testing.T, tvf string, starts func(a int64) []int64, wm string, n int64) {
 	table := `
-CREATE TABLE t (a BIGINT, k AS a % 3, ts AS TO_TIMESTAMP_LTZ(a, 3), WATERMARK FOR ts AS ts) WITH (
+CREATE TABLE t (a BIGINT, k AS a % 3, ts AS TO_TIMESTAMP_LTZ(a, 3), WATERMARK FOR ts AS ` + wm + `) WITH (
   'connector' = 'datagen', 'rows-per-second' = '0',
-  'fields.a.kind' = 'sequence', 'fields.a.start' = '1', 'fields.a.end' = '40');
+  'fields.a.kind' = 'sequence', 'fields.a.start' = '1', 'fields.a.end' = '` + fmt.Sprint(n) + `');
 CREATE VIEW w AS SELECT k, COUNT(*) AS c, SUM(a) AS s, window_start AS ws
   FROM TABLE(` + tvf + `)
   GROUP BY k, window_start, window_end;
@@ -41,7 +47,7 @@ CREATE VIEW w AS SELECT k, COUNT(*) AS c, SUM(a) AS s, window_start AS ws
 	type win struct{ k, ws int64 }
 	type agg struct{ c, s int64 }
 	wins := map[win]agg{}
-	for a := int64(1); a <= 40; a++ {
+	for a := int64(1); a <= n; a++ {
 		for _, ws := range starts(a) {
 			w := win{a % 3, ws}
 			g := wins[w]
@@ -71,12 +77,34 @@ CREATE VIEW w AS SELECT k, COUNT(*) AS c, SUM(a) AS s, window_start AS ws
 		if ms < 0 {
 			return fmt.Sprintf("1969-12-31 23:59:59.%03d", 1000+ms)
 		}
-		return fmt.Sprintf("1970-01-01 00:00:00.%03d", ms)
+		return fmt.Sprintf("1970-01-01 00:00:00.%03d", ms) // ms < 1000
+	}
+	// latest[k] is the second latest window start of key k.
+	latest := map[int64][2]int64{}
+	for w := range wins {
+		l, ok := latest[w.k]
+		switch {
+		case !ok:
+			l = [2]int64{w.ws, w.ws - 1000}
+		case w.ws > l[0]:
+			l = [2]int64{w.ws, l[0]}
+		case w.ws > l[1]:
+			l[1] = w.ws
+		}
+		latest[w.k] = l
 	}
 	for _, tc := range []struct {
 		name, sink, query string
 		want              func(w win, g agg) string
 	}{
+		{"kept by a rank", "(x BIGINT, y BIGINT, z BIGINT, v TIMESTAMP(3))",
+			"SELECT k, c, s, ws FROM (SELECT k, c, s, ws, ROW_NUMBER() OVER (PARTITION BY k ORDER BY ws DESC) AS rn FROM w) WHERE rn <= 2",
+			func(w win, g agg) string {
+				if w.ws < latest[w.k][1] {
+					return ""
+				}
+				return row(w.k, g.c, g.s, ts(w.ws))
+			}},
 		{"permuted", "(x BIGINT, y BIGINT, z BIGINT, v TIMESTAMP(3))", "SELECT s, k, c, ws FROM w",
 			func(w win, g agg) string { return row(g.s, w.k, g.c, ts(w.ws)) }},
 		{"computed, filtered", "(x BIGINT, v TIMESTAMP(3))", "SELECT c * 100 + k, ws FROM w WHERE s > 20",

@@ -64,8 +64,10 @@ type calcLevel struct {
 	// of exactly len(c.Projs) values passes unchanged.
 	prefix bool
 	// inPlace: writing projection j into slot j of the input row, in
-	// order, reads no slot already written (every projection after j is a
-	// column other than j), so the output may overwrite the input directly.
+	// order, reads no slot already changed (every projection after j is a
+	// column other than j, unless projection j is column j itself), so the
+	// output may overwrite the input directly, leaving such slots as they
+	// are: a scan's computed column (ts AS f(a)) writes one slot.
 	inPlace bool
 }
 
@@ -80,6 +82,9 @@ func newCalcLevel(c *planner.Calc) calcLevel {
 		l.prefix = l.prefix && i == j
 	}
 	for j := range l.cols {
+		if l.cols[j] == j {
+			continue // slot j keeps its value
+		}
 		for _, i := range l.cols[j+1:] {
 			if i < 0 || i == j {
 				l.inPlace = false
@@ -89,11 +94,15 @@ func newCalcLevel(c *planner.Calc) calcLevel {
 	return l
 }
 
-// project writes the level's projections of row into dst.
-func (l *calcLevel) project(kind changelog.RowKind, row, dst []types.Value) error {
+// project writes the level's projections of row into dst. When dst is
+// row's own storage (same), a projection of column j into slot j is left
+// as it is.
+func (l *calcLevel) project(kind changelog.RowKind, row, dst []types.Value, same bool) error {
 	for j, p := range l.c.Projs {
 		if i := l.cols[j]; i >= 0 {
-			dst[j] = row[i]
+			if !same || i != j {
+				dst[j] = row[i]
+			}
 			continue
 		}
 		v, err := p.Eval(row)
@@ -174,13 +183,13 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 			switch {
 			case i < len(levels)-1:
 				dst := scratch[off[i] : off[i]+w]
-				if err := l.project(kind, row, dst); err != nil {
+				if err := l.project(kind, row, dst, false); err != nil {
 					return err
 				}
 				row, fromScratch = dst, true
 			case reuse && cap(r.Values) >= w && (fromScratch || l.inPlace):
 				dst := r.Values[:w]
-				if err := l.project(kind, row, dst); err != nil {
+				if err := l.project(kind, row, dst, !fromScratch); err != nil {
 					return err
 				}
 				row, fromScratch = dst, false
@@ -188,14 +197,14 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 				// A projection may read a slot an earlier one wrote:
 				// evaluate all of them first.
 				var tmp [stackWidth]types.Value
-				if err := l.project(kind, row, tmp[:w]); err != nil {
+				if err := l.project(kind, row, tmp[:w], false); err != nil {
 					return err
 				}
 				row = r.Values[:w]
 				copy(row, tmp[:w])
 			default:
 				dst := make([]types.Value, w)
-				if err := l.project(kind, row, dst); err != nil {
+				if err := l.project(kind, row, dst, false); err != nil {
 					return err
 				}
 				row, fromScratch = dst, false

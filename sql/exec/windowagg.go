@@ -27,28 +27,38 @@ import (
 // windowslice.go): a row updates one slice, and a window merges its slices
 // when it fires.
 
-// openWindow is one open window of a group key: its bounds and its live
-// accumulators, kept in vals when every aggregate of the window
-// aggregation is kept inline (see windowAggs) and in accs otherwise.
+// openWindow is one open window of a group key: its start and, in x, its
+// end when windows differ in length (see windowAggs.size) and the
+// aggregates' inline accumulators when every aggregate of the window
+// aggregation is kept inline (see windowAggs). Other accumulators live in
+// windowState.accs beside the windows.
+//
+// A window is 32 bytes, two per cache line: with many keys, the store of
+// a key's new window is mostly a cache miss (the key's windows were last
+// touched when they fired), the largest single cost of a row.
 type openWindow struct {
-	start, end int64
-	accs       []expr.Accumulator
-	// vals holds the inline accumulators in place: a row that opens a
-	// window allocates nothing for them, and firing reads them from the
-	// window itself (64 bytes in all, one cache line).
-	vals [inlineSlots]int64
+	start int64
+	x     [windowWords]int64
 }
 
-// inlineSlots is the room of openWindow.vals: COUNT(*) and SUM(x) fit.
-const inlineSlots = 3
+// windowWords is the room of openWindow.x: a TUMBLE window keeps COUNT(*)
+// and SUM(x) in it; a window that stores its end keeps one fewer slot.
+const windowWords = 3
 
 // windowAggs is the aggregates of a window aggregation and where a
 // window keeps their accumulators.
 type windowAggs struct {
 	calls []planner.AggCall
-	// inline says every aggregate is kept in openWindow.vals, aggregate j
-	// from slot[j] on; otherwise each has an expr.Accumulator in
-	// openWindow.accs.
+	// size is the length of every window when they all have one (TUMBLE
+	// and HOP): a window's end is start + size and is not stored. It is 0
+	// when the end is stored, in x[0].
+	size int64
+	// base is where the inline slots start in openWindow.x: 1 when x[0]
+	// holds the end.
+	base int
+	// inline says every aggregate is kept in openWindow.x, aggregate j
+	// from x[base+slot[j]] on; otherwise each has an expr.Accumulator in
+	// windowState.accs.
 	inline bool
 	slot   []int
 	// free holds the *windowState of keys whose windows all fired, for
@@ -58,15 +68,20 @@ type windowAggs struct {
 	free sync.Pool
 }
 
-// newWindowAggs lays out the accumulators of aggs: inline when each one
-// can be (expr.AggFunc.InlineSlots) and all fit in openWindow.vals.
-func newWindowAggs(aggs []planner.AggCall) *windowAggs {
-	wa := &windowAggs{calls: aggs, inline: true, slot: make([]int, len(aggs))}
-	used := 0
+// newWindowAggs lays out the accumulators of aggs for windows of length
+// size (0 when their lengths differ): inline when each one can be
+// (expr.AggFunc.InlineSlots) and all fit in openWindow.x beside the end.
+func newWindowAggs(aggs []planner.AggCall, size int64) *windowAggs {
+	base := 0
+	if size <= 0 {
+		size, base = 0, 1
+	}
+	wa := &windowAggs{calls: aggs, size: size, base: base, inline: true, slot: make([]int, len(aggs))}
+	used := base
 	for j, a := range aggs {
 		n := a.Func.InlineSlots()
-		if n == 0 || used+n > inlineSlots {
-			return &windowAggs{calls: aggs}
+		if n == 0 || used+n > windowWords {
+			return &windowAggs{calls: aggs, size: size, base: base}
 		}
 		wa.slot[j] = used
 		used += n
@@ -74,11 +89,36 @@ func newWindowAggs(aggs []planner.AggCall) *windowAggs {
 	return wa
 }
 
-// add adds row r to the accumulators of window w.
-func (wa *windowAggs) add(w *openWindow, r types.Row, uid string) error {
-	if !wa.inline {
-		return accumulate(w.accs, wa.calls, r, uid)
+// end returns the end of window w.
+func (wa *windowAggs) end(w *openWindow) int64 {
+	if wa.size > 0 {
+		return w.start + wa.size
 	}
+	return w.x[0]
+}
+
+// before reports whether window w comes before [start, end) in firing
+// order: by end, then start.
+func (wa *windowAggs) before(w *openWindow, start, end int64) bool {
+	we := wa.end(w)
+	return we < end || we == end && w.start < start
+}
+
+// newWindow returns the window [start, end), its accumulators cleared.
+func (wa *windowAggs) newWindow(start, end int64) openWindow {
+	w := openWindow{start: start}
+	if wa.size == 0 {
+		w.x[0] = end
+	}
+	return w
+}
+
+// add adds row r to the accumulators of window i of st.
+func (wa *windowAggs) add(st *windowState, i int, r types.Row, uid string) error {
+	if !wa.inline {
+		return accumulate(st.accs[i], wa.calls, r, uid)
+	}
+	w := &st.wins[i]
 	for j, a := range wa.calls {
 		if a.Filter >= 0 {
 			if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
@@ -89,34 +129,33 @@ func (wa *windowAggs) add(w *openWindow, r types.Row, uid string) error {
 		if a.Arg >= 0 {
 			v = r.Values[a.Arg]
 		}
-		a.Func.AddInline(w.vals[wa.slot[j]:], v)
+		a.Func.AddInline(w.x[wa.slot[j]:], v)
 	}
 	return nil
 }
 
-// appendResults appends the results of window w's aggregates to dst.
-func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow) []types.Value {
+// appendResults appends the results of the aggregates of window w, whose
+// accumulators are accs when they are not inline, to dst.
+func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow, accs []expr.Accumulator) []types.Value {
 	if !wa.inline {
-		for _, a := range w.accs {
+		for _, a := range accs {
 			dst = append(dst, a.Result())
 		}
 		return dst
 	}
 	for j, a := range wa.calls {
-		dst = append(dst, a.Func.InlineResult(w.vals[wa.slot[j]:]))
+		dst = append(dst, a.Func.InlineResult(w.x[wa.slot[j]:]))
 	}
 	return dst
-}
-
-// before orders windows by end, then start: the order they fire in.
-func (w *openWindow) before(start, end int64) bool {
-	return w.end < end || w.end == end && w.start < start
 }
 
 // windowState is the open windows of one group key, ordered by end then
 // start.
 type windowState struct {
 	wins []openWindow
+	// accs[i] is the accumulators of wins[i] when they are not inline
+	// (accs is empty otherwise).
+	accs [][]expr.Accumulator
 	// spare is room for the accumulators of windows to come, allocated
 	// for as many windows as are open (a key with many open windows
 	// opens many), not one slice per window.
@@ -146,6 +185,7 @@ func reuseWindowState(free *sync.Pool, k int) *windowState {
 	if s, ok := free.Get().(*windowState); ok {
 		// fire left its windows cleared and its accumulator room spare.
 		s.wins = s.wins[:0]
+		s.accs = s.accs[:0]
 		return s
 	}
 	return newWindowState(k)
@@ -157,16 +197,16 @@ func (s *windowState) clone() *windowState {
 	// The copy keeps the room of the original: the key goes on opening
 	// windows as fast as before the checkpoint.
 	c := &windowState{wins: make([]openWindow, len(s.wins), cap(s.wins))}
-	for i, w := range s.wins {
-		c.wins[i] = w
-		if w.accs == nil {
-			continue // inline: copied with the window
+	copy(c.wins, s.wins) // inline accumulators are copied with the windows
+	if len(s.accs) > 0 {
+		c.accs = make([][]expr.Accumulator, len(s.accs), cap(s.accs))
+		for i, accs := range s.accs {
+			cl := make([]expr.Accumulator, len(accs))
+			for j, a := range accs {
+				cl[j] = a.Clone()
+			}
+			c.accs[i] = cl
 		}
-		accs := make([]expr.Accumulator, len(w.accs))
-		for j, a := range w.accs {
-			accs[j] = a.Clone()
-		}
-		c.wins[i].accs = accs
 	}
 	return c
 }
@@ -177,48 +217,59 @@ func (s *windowState) window(start, end int64, wa *windowAggs) (i int, added boo
 	// Rows come mostly in time order, so their windows are mostly the
 	// last ones: search from the end.
 	i = len(s.wins)
-	for i > 0 && !s.wins[i-1].before(start, end) {
-		if w := &s.wins[i-1]; w.start == start && w.end == end {
+	for i > 0 && !wa.before(&s.wins[i-1], start, end) {
+		if w := &s.wins[i-1]; w.start == start && wa.end(w) == end {
 			return i - 1, false
 		}
 		i--
 	}
-	var accs []expr.Accumulator
-	if !wa.inline {
-		accs = newAccs(&s.spare, wa.calls, len(s.wins))
-	}
 	s.wins = append(s.wins, openWindow{})
 	copy(s.wins[i+1:], s.wins[i:])
-	s.wins[i] = openWindow{start: start, end: end, accs: accs}
+	s.wins[i] = wa.newWindow(start, end)
+	if !wa.inline {
+		accs := newAccs(&s.spare, wa.calls, len(s.accs))
+		s.accs = append(s.accs, nil)
+		copy(s.accs[i+1:], s.accs[i:])
+		s.accs[i] = accs
+	}
 	return i, true
 }
 
 // fire calls emit for each window whose last millisecond the watermark wm
-// has reached, in order, and removes them. The open windows left move to
-// the front of the slice, which keeps its room; a fired window's
-// accumulator room becomes the spare room when that is used up. On an
-// error of emit the window it failed on stays.
-func (s *windowState) fire(wm int64, emit func(w *openWindow) error) error {
+// has reached, in order, with its accumulators when they are not inline,
+// and removes them. The open windows left move to the front of the slice,
+// which keeps its room; a fired window's accumulator room becomes the
+// spare room when that is used up. On an error of emit the window it
+// failed on stays.
+func (s *windowState) fire(wm int64, wa *windowAggs, emit func(w *openWindow, accs []expr.Accumulator) error) error {
 	done := 0
 	defer func() {
 		left := copy(s.wins, s.wins[done:])
 		clear(s.wins[left:])
 		s.wins = s.wins[:left]
+		if len(s.accs) > 0 {
+			left := copy(s.accs, s.accs[done:])
+			clear(s.accs[left:])
+			s.accs = s.accs[:left]
+		}
 	}()
-	for done < len(s.wins) && s.wins[done].end-1 <= wm {
-		w := &s.wins[done]
-		if err := emit(w); err != nil {
+	for done < len(s.wins) && wa.end(&s.wins[done])-1 <= wm {
+		var accs []expr.Accumulator
+		if len(s.accs) > 0 {
+			accs = s.accs[done]
+		}
+		if err := emit(&s.wins[done], accs); err != nil {
 			return err
 		}
 		// Its accumulators' room is its own k slots of an array it
 		// may share with open windows.
-		if w.accs != nil {
-			clear(w.accs)
-			if len(s.spare) < len(w.accs) {
-				s.spare = w.accs
+		if accs != nil {
+			clear(accs)
+			if len(s.spare) < len(accs) {
+				s.spare = accs
 			}
+			s.accs[done] = nil
 		}
-		*w = openWindow{}
 		done++
 	}
 	return nil
@@ -254,14 +305,14 @@ func (c windowCodec) Append(dst []byte, s *windowState) []byte {
 	for i := range s.wins {
 		w := &s.wins[i]
 		dst = binary.AppendVarint(dst, w.start)
-		dst = binary.AppendVarint(dst, w.end)
-		if w.accs != nil {
-			dst = appendAccs(dst, w.accs, c.uid)
+		dst = binary.AppendVarint(dst, c.aggs.end(w))
+		if !c.aggs.inline {
+			dst = appendAccs(dst, s.accs[i], c.uid)
 			continue
 		}
 		for j, a := range c.aggs.calls {
 			var buf [32]byte
-			enc := a.Func.AppendInline(buf[:0], w.vals[c.aggs.slot[j]:])
+			enc := a.Func.AppendInline(buf[:0], w.x[c.aggs.slot[j]:])
 			dst = binary.AppendUvarint(dst, uint64(len(enc)))
 			dst = append(dst, enc...)
 		}
@@ -269,7 +320,7 @@ func (c windowCodec) Append(dst []byte, s *windowState) []byte {
 	return dst
 }
 
-// decodeInline decodes into w.vals the accumulators of aggs that
+// decodeInline decodes into w.x the accumulators of aggs that
 // appendAccs or windowCodec.Append wrote at the start of src, and returns
 // how many bytes they took.
 func decodeInline(w *openWindow, src []byte, aggs *windowAggs, uid string) (int, error) {
@@ -281,7 +332,7 @@ func decodeInline(w *openWindow, src []byte, aggs *windowAggs, uid string) (int,
 		}
 		used += m
 		s := aggs.slot[j]
-		if err := a.Func.DecodeInline(src[used:used+int(l)], w.vals[s:s+a.Func.InlineSlots()]); err != nil {
+		if err := a.Func.DecodeInline(src[used:used+int(l)], w.x[s:s+a.Func.InlineSlots()]); err != nil {
 			return 0, fmt.Errorf("operator %s: %w", uid, err)
 		}
 		used += int(l)
@@ -334,22 +385,30 @@ func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
 		return bad("bad window count")
 	}
 	s := &windowState{wins: make([]openWindow, n)}
+	if !c.aggs.inline {
+		s.accs = make([][]expr.Accumulator, n)
+	}
 	for i := range s.wins {
-		w := &s.wins[i]
+		var start, end int64
 		var m int
-		if w.start, m = binary.Varint(src[used:]); m <= 0 {
-			return bad("bad window start")
+		if start, m = binary.Varint(src[used:]); m <= 0 {
+			return bad(fmt.Sprintf("window %d: bad start", i))
 		}
 		used += m
-		if w.end, m = binary.Varint(src[used:]); m <= 0 {
-			return bad("bad window end")
+		if end, m = binary.Varint(src[used:]); m <= 0 {
+			return bad(fmt.Sprintf("window %d: bad end", i))
 		}
 		used += m
+		if c.aggs.size > 0 && end-start != c.aggs.size {
+			return bad(fmt.Sprintf("window %d: [%d, %d) is not %d ms long", i, start, end, c.aggs.size))
+		}
+		w := &s.wins[i]
+		*w = c.aggs.newWindow(start, end)
 		var err error
 		if c.aggs.inline {
 			m, err = decodeInline(w, src[used:], c.aggs, c.uid)
 		} else {
-			w.accs, m, err = decodeAccs(src[used:], c.aggs.calls, c.uid)
+			s.accs[i], m, err = decodeAccs(src[used:], c.aggs.calls, c.uid)
 		}
 		if err != nil {
 			return nil, 0, err
@@ -452,7 +511,13 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	if sl, ok := newSlicer(n); ok {
 		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz, width), nil
 	}
-	wa := newWindowAggs(aggs)
+	// TUMBLE and HOP windows all have the window's size; the bounds of an
+	// attached window come from its rows.
+	size := int64(0)
+	if !n.Attached && (n.Window.Kind == planner.Tumble || n.Window.Kind == planner.Hop) {
+		size = n.Window.Size
+	}
+	wa := newWindowAggs(aggs, size)
 
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
 		ts := ctx.Timestamp()
@@ -481,14 +546,14 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				}
 				i, added := st.window(sp.start, sp.end, wa)
 				arm = arm || added && i == 0
-				if ferr = wa.add(&st.wins[i], r, uid); ferr != nil {
+				if ferr = wa.add(st, i, r, uid); ferr != nil {
 					return st, true
 				}
 			}
 			if st == nil {
 				return nil, false
 			}
-			next = st.wins[0].end - 1
+			next = wa.end(&st.wins[0]) - 1
 			return st, true
 		})
 		if ferr != nil {
@@ -520,15 +585,28 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			// firing (they share the key's bytes).
 			var kbuf [4]types.Value
 			var kv []types.Value
-			ferr = st.fire(wm, func(w *openWindow) error {
+			// The result rows of the windows firing are cut from blocks
+			// of up to rowBlock rows, each row capped at its own room.
+			var block []types.Value
+			rowCap, due := 0, 0
+			ferr = st.fire(wm, wa, func(w *openWindow, accs []expr.Accumulator) error {
 				if kv == nil {
 					var err error
 					if kv, err = appendKey(kbuf[:0], ctx.Key(), len(keys)); err != nil {
 						return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 					}
+					rowCap = max(len(kv)+len(aggs)+3, width)
+					for due < len(st.wins) && wa.end(&st.wins[due])-1 <= wm {
+						due++
+					}
 				}
-				vals := append(make([]types.Value, 0, max(len(kv)+len(aggs)+3, width)), kv...)
-				emitWindowRow(out, wa.appendResults(vals, w), w.start, w.end, ltz)
+				if len(block) < rowCap {
+					block = make([]types.Value, rowCap*min(max(due, 1), rowBlock))
+				}
+				due--
+				vals := append(block[:0:rowCap], kv...)
+				block = block[rowCap:]
+				emitWindowRow(out, wa.appendResults(vals, w, accs), w.start, wa.end(w), ltz)
 				return nil
 			})
 			if ferr != nil {
@@ -541,7 +619,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				wa.free.Put(st)
 				return nil, false
 			}
-			rearm, next = true, st.wins[0].end-1
+			rearm, next = true, wa.end(&st.wins[0])-1
 			return st, true
 		})
 		if ferr != nil {
@@ -560,6 +638,11 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		ValueCopy:      (*windowState).clone,
 	}), nil
 }
+
+// rowBlock is the most result rows of a firing key cut from one
+// allocation: fewer allocations, while a row kept downstream (by a join,
+// say) keeps at most rowBlock-1 others' values alive with it.
+const rowBlock = 16
 
 // accumulate adds row r to the accumulators of one window (or slice).
 func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, uid string) error {

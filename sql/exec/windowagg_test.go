@@ -8,8 +8,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 )
@@ -35,9 +37,13 @@ func TestWindowStateFire(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(len(tc.aggs))))
 			m := sliceModel{assign: tc.assign, open: map[windowSpan][]int64{}}
-			wa := newWindowAggs(tc.aggs)
-			if wa.inline != (len(tc.aggs) == 2) {
-				t.Fatalf("COUNT and SUM should be inline, with MAX not: inline %v", wa.inline)
+			size := int64(0) // CUMULATE windows store their end
+			if tc.assign.kind != planner.Cumulate {
+				size = tc.assign.size
+			}
+			wa := newWindowAggs(tc.aggs, size)
+			if wa.inline != (len(tc.aggs) == 2 && size > 0) {
+				t.Fatalf("COUNT and SUM should be inline beside an implied end, with MAX or a stored end not: inline %v", wa.inline)
 			}
 			codec := windowCodec{aggs: wa, uid: "w"}
 			var st *windowState
@@ -61,7 +67,7 @@ func TestWindowStateFire(t *testing.T) {
 							st = reuseWindowState(&free, len(tc.aggs))
 						}
 						i, _ := st.window(sp.start, sp.end, wa)
-						if err := wa.add(&st.wins[i], types.Row{Values: []types.Value{types.Int64(x)}}, "w"); err != nil {
+						if err := wa.add(st, i, types.Row{Values: []types.Value{types.Int64(x)}}, "w"); err != nil {
 							t.Fatal(err)
 						}
 					}
@@ -75,9 +81,9 @@ func TestWindowStateFire(t *testing.T) {
 					}
 					var got []string
 					if st != nil {
-						err := st.fire(wm, func(w *openWindow) error {
-							s := fmt.Sprintf("[%d,%d)", w.start, w.end)
-							for _, v := range wa.appendResults(nil, w) {
+						err := st.fire(wm, wa, func(w *openWindow, accs []expr.Accumulator) error {
+							s := fmt.Sprintf("[%d,%d)", w.start, wa.end(w))
+							for _, v := range wa.appendResults(nil, w, accs) {
 								s += fmt.Sprintf(" %d", v.Int64())
 							}
 							got = append(got, s)
@@ -118,7 +124,7 @@ func TestWindowStateFire(t *testing.T) {
 // error naming the aggregate.
 func TestWindowStateInlineLayout(t *testing.T) {
 	aggs := sliceTestAggs(t)[:2] // COUNT(*), SUM(x)
-	inl, acc := newWindowAggs(aggs), &windowAggs{calls: aggs}
+	inl, acc := newWindowAggs(aggs, 10), &windowAggs{calls: aggs, size: 10}
 	if !inl.inline {
 		t.Fatal("COUNT(*) and SUM(BIGINT) are not kept inline")
 	}
@@ -131,7 +137,7 @@ func TestWindowStateInlineLayout(t *testing.T) {
 			if x%5 == 0 {
 				r.Values[0] = types.Null
 			}
-			if err := wa.add(&st.wins[i], r, "w"); err != nil {
+			if err := wa.add(st, i, r, "w"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -141,12 +147,16 @@ func TestWindowStateInlineLayout(t *testing.T) {
 		var out []string
 		for i := range st.wins {
 			w := &st.wins[i]
-			out = append(out, fmt.Sprint(w.start, w.end, wa.appendResults(nil, w)))
+			var accs []expr.Accumulator
+			if !wa.inline {
+				accs = st.accs[i]
+			}
+			out = append(out, fmt.Sprint(w.start, wa.end(w), wa.appendResults(nil, w, accs)))
 		}
 		return out
 	}
 	a, b := build(inl), build(acc)
-	if b.wins[0].accs == nil || a.wins[0].accs != nil {
+	if len(b.accs) != len(b.wins) || len(a.accs) != 0 {
 		t.Fatal("layouts not as asked")
 	}
 	encA := windowCodec{aggs: inl, uid: "w"}.Append(nil, a)
@@ -172,7 +182,7 @@ func TestWindowStateInlineLayout(t *testing.T) {
 	}
 
 	cl := a.clone()
-	if err := inl.add(&cl.wins[0], types.Row{Values: []types.Value{types.Int64(1)}}, "w"); err != nil {
+	if err := inl.add(cl, 0, types.Row{Values: []types.Value{types.Int64(1)}}, "w"); err != nil {
 		t.Fatal(err)
 	}
 	if got := results(inl, a); !slices.Equal(got, want) {
@@ -204,11 +214,11 @@ func TestWindowStateInlineLayout(t *testing.T) {
 
 func FuzzWindowCodecInline(f *testing.F) {
 	aggs := sliceTestAggs(f)[:2]
-	c := windowCodec{aggs: newWindowAggs(aggs), uid: "w"}
+	c := windowCodec{aggs: newWindowAggs(aggs, 10), uid: "w"}
 	st := newWindowState(2)
 	for x := range int64(5) {
 		i, _ := st.window(x*10, x*10+10, c.aggs)
-		_ = c.aggs.add(&st.wins[i], types.Row{Values: []types.Value{types.Int64(x)}}, "w")
+		_ = c.aggs.add(st, i, types.Row{Values: []types.Value{types.Int64(x)}}, "w")
 	}
 	f.Add(c.Append(nil, st))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -228,4 +238,24 @@ func FuzzWindowCodecInline(f *testing.F) {
 			t.Fatal("round trip changed the state")
 		}
 	})
+}
+
+// TestOpenWindowSize: two windows share a cache line, and a TUMBLE window
+// whose state says it is not the window's size long is refused.
+func TestOpenWindowSize(t *testing.T) {
+	if n := unsafe.Sizeof(openWindow{}); n != 32 {
+		t.Fatalf("an open window takes %d bytes, want 32", n)
+	}
+	aggs := sliceTestAggs(t)[:2]
+	long := windowCodec{aggs: newWindowAggs(aggs, 0), uid: "w"}
+	st := newWindowState(2)
+	st.window(0, 20, long.aggs)
+	enc := long.Append(nil, st)
+	if _, _, err := long.Decode(enc); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := windowCodec{aggs: newWindowAggs(aggs, 10), uid: "w"}.Decode(enc)
+	if err == nil || !strings.Contains(err.Error(), "window 0: [0, 20) is not 10 ms long") {
+		t.Fatalf("decoding a 20 ms window as 10 ms ones: %v", err)
+	}
 }
