@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 	"github.com/clinkstream/clink/state"
@@ -185,6 +186,26 @@ func passes(r types.Row, filter int) bool {
 	return !f.IsNull() && f.Bool()
 }
 
+// aggInput returns the value that aggregate call a takes from row r (NULL
+// for COUNT(*)), and false when a's FILTER drops the row.
+func aggInput(a *planner.AggCall, r types.Row) (types.Value, bool) {
+	if !passes(r, a.Filter) {
+		return types.Null, false
+	}
+	if a.Arg < 0 {
+		return types.Null, true
+	}
+	return r.Values[a.Arg], true
+}
+
+// addOrRetract adds v to acc, or retracts it from acc.
+func addOrRetract(acc expr.Accumulator, v types.Value, add bool) error {
+	if add {
+		return acc.Add(v)
+	}
+	return acc.Retract(v)
+}
+
 // accumulateDistinct adds (or retracts) row r's values of the DISTINCT
 // aggregates of group st, whose key is group, and feeds st's accumulators
 // each value's first addition and last retraction.
@@ -241,13 +262,7 @@ func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.
 			if changed&(1<<l) == 0 {
 				continue
 			}
-			var err error
-			if add {
-				err = st.accs[i].Add(v)
-			} else {
-				err = st.accs[i].Retract(v)
-			}
-			if err != nil {
+			if err := addOrRetract(st.accs[i], v, add); err != nil {
 				return fmt.Errorf("%s: %w", aggs[i].Text, err)
 			}
 		}

@@ -494,22 +494,11 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 				if distinct != nil && distinct[i] {
 					continue
 				}
-				if a.Filter >= 0 {
-					if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
-						continue
-					}
+				v, ok := aggInput(&a, r)
+				if !ok {
+					continue
 				}
-				v := types.Null
-				if a.Arg >= 0 {
-					v = r.Values[a.Arg]
-				}
-				var err error
-				if add {
-					err = st.accs[i].Add(v)
-				} else {
-					err = st.accs[i].Retract(v)
-				}
-				if err != nil {
+				if err := addOrRetract(st.accs[i], v, add); err != nil {
 					// The accumulators may be half-changed: fail the job
 					// (the state is restored from the last checkpoint).
 					ferr = fmt.Errorf("operator %s: %s: %w", uid, a.Text, err)

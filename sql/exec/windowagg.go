@@ -120,14 +120,9 @@ func (wa *windowAggs) add(st *windowState, i int, r types.Row, uid string) error
 	}
 	w := &st.wins[i]
 	for j, a := range wa.calls {
-		if a.Filter >= 0 {
-			if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
-				continue
-			}
-		}
-		v := types.Null
-		if a.Arg >= 0 {
-			v = r.Values[a.Arg]
+		v, ok := aggInput(&a, r)
+		if !ok {
+			continue
 		}
 		a.Func.AddInline(w.x[wa.slot[j]:], v)
 	}
@@ -647,14 +642,9 @@ const rowBlock = 16
 // accumulate adds row r to the accumulators of one window (or slice).
 func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, uid string) error {
 	for j, a := range aggs {
-		if a.Filter >= 0 {
-			if f := r.Values[a.Filter]; f.IsNull() || !f.Bool() {
-				continue
-			}
-		}
-		v := types.Null
-		if a.Arg >= 0 {
-			v = r.Values[a.Arg]
+		v, ok := aggInput(&a, r)
+		if !ok {
+			continue
 		}
 		if err := accs[j].Add(v); err != nil {
 			// The accumulators may be half-changed: fail the job (the
