@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -73,17 +72,7 @@ SET 'state.backend' = '%s';
 INSERT INTO pg SELECT k %% 3, COUNT(*), COUNT(DISTINCT n), COUNT(DISTINCT n) FILTER (WHERE last > 300),
   COUNT(DISTINCT CAST(n AS VARCHAR)), SUM(us)
 FROM (SELECT k, COUNT(*) AS n, MAX(id) AS last, COUNT(DISTINCT u) AS us FROM s GROUP BY k) GROUP BY k %% 3;`, jdbcURL(), table, backend)
-	dir := t.TempDir()
-	var first bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
-	defer cancel()
-	if err := sql.Run(ctx, script, sql.Options{Parallelism: 2, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
-		t.Fatalf("first run: %v\n%s", err, first.String())
-	}
-	done, err := filepath.Glob(filepath.Join(dir, "COMPLETED-*"))
-	if err != nil || len(done) == 0 {
-		t.Fatalf("the first run completed no checkpoint (%v): the test needs a job stopped midway\n%s", err, first.String())
-	}
+	dir := runStoppedMidway(t, script)
 	mid := pgRows(t, "SELECT g, keys, counts, late, texts, total FROM "+table)
 	// The restored job runs on three subtasks: the groups' key groups, and
 	// the values' entries with them, move to other subtasks.

@@ -567,6 +567,21 @@ CREATE TABLE pg (v BIGINT, cnt BIGINT, total BIGINT, PRIMARY KEY (v) NOT ENFORCE
 SET 'execution.checkpointing.interval' = '50ms';
 INSERT INTO pg SELECT l.v, COUNT(*), SUM(c.n) FROM l
   LEFT JOIN (SELECT k %% 3 AS j, COUNT(*) AS n FROM rr GROUP BY k) c ON l.v = c.j GROUP BY l.v;`, jdbcURL(), table)
+	dir := runStoppedMidway(t, script)
+	run2(t, script, dir)
+	// Each v has 100 left rows; its key j = v has four groups of 50 rows
+	// at the end, so 400 joined rows of n = 50.
+	want := []string{"0|400|20000", "1|400|20000", "2|400|20000"}
+	if got := pgRows(t, "SELECT v, cnt, total FROM "+table); !slices.Equal(got, want) {
+		t.Fatalf("table %v, want %v", got, want)
+	}
+}
+
+// runStoppedMidway runs script on two subtasks for 800 ms, so that it stops
+// midway, and returns its checkpoint directory, which holds at least one
+// completed checkpoint.
+func runStoppedMidway(t *testing.T, script string) string {
+	t.Helper()
 	dir := t.TempDir()
 	var first bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
@@ -578,11 +593,5 @@ INSERT INTO pg SELECT l.v, COUNT(*), SUM(c.n) FROM l
 	if err != nil || len(done) == 0 {
 		t.Fatalf("the first run completed no checkpoint (%v): the test needs a job stopped midway\n%s", err, first.String())
 	}
-	run2(t, script, dir)
-	// Each v has 100 left rows; its key j = v has four groups of 50 rows
-	// at the end, so 400 joined rows of n = 50.
-	want := []string{"0|400|20000", "1|400|20000", "2|400|20000"}
-	if got := pgRows(t, "SELECT v, cnt, total FROM "+table); !slices.Equal(got, want) {
-		t.Fatalf("table %v, want %v", got, want)
-	}
+	return dir
 }
