@@ -102,6 +102,60 @@ type AckInfo struct {
 	FullBytes int64
 	// Alignment is how long the participant waited for barrier alignment.
 	Alignment time.Duration
+	// BarrierAt is when the participant received the checkpoint's first
+	// barrier (a source: when it took the injected barrier between two
+	// records); zero when unknown. The coordinator reads it against the
+	// trigger time as the participant's start delay.
+	BarrierAt time.Time
+	// Sync is how long the participant's capture ran on its task
+	// goroutine.
+	Sync time.Duration
+	// Async is the time from the end of the capture until the snapshot was
+	// durable: the in-flight records an unaligned barrier overtook, the
+	// wait for the snapshot worker, encoding, writes and fsyncs.
+	Async time.Duration
+}
+
+// Timing is where one participant's part of a checkpoint went; summed up
+// over the participants of a checkpoint, each field is the longest any of
+// them reported (Flink's per-subtask checkpoint statistics).
+type Timing struct {
+	// StartDelay runs from the trigger until the participant received the
+	// checkpoint's first barrier.
+	StartDelay time.Duration
+	// Alignment runs from the first barrier until the participant could
+	// forward it.
+	Alignment time.Duration
+	// Sync is the capture on the task goroutine.
+	Sync time.Duration
+	// Async runs from the end of the capture until the snapshot was
+	// durable.
+	Async time.Duration
+}
+
+// String formats the timing for logs and test output.
+func (t Timing) String() string {
+	return fmt.Sprintf("start-delay=%v alignment=%v sync=%v async=%v", t.StartDelay, t.Alignment, t.Sync, t.Async)
+}
+
+// timing is the participant's Timing of a checkpoint triggered at
+// triggeredAt.
+func (info AckInfo) timing(triggeredAt time.Time) Timing {
+	t := Timing{Alignment: info.Alignment, Sync: info.Sync, Async: info.Async}
+	if !info.BarrierAt.IsZero() && !triggeredAt.IsZero() {
+		t.StartDelay = max(info.BarrierAt.Sub(triggeredAt), 0)
+	}
+	return t
+}
+
+// longest returns each field's maximum of t and u.
+func (t Timing) longest(u Timing) Timing {
+	return Timing{
+		StartDelay: max(t.StartDelay, u.StartDelay),
+		Alignment:  max(t.Alignment, u.Alignment),
+		Sync:       max(t.Sync, u.Sync),
+		Async:      max(t.Async, u.Async),
+	}
 }
 
 // TriggerOptions adjusts one Trigger.
@@ -135,8 +189,10 @@ type WriteMarker struct {
 
 // NotifyComplete asks the driver to tell sources and sinks to commit ID: its
 // marker is durable. The metrics of the checkpoint are the driver's now minus
-// TriggeredAt (duration), Bytes and FullBytes (incremental and full size)
-// and MaxAlignment.
+// TriggeredAt (duration), Bytes and FullBytes (incremental and full size),
+// Max (the longest of each part over the participants) and Last (the
+// participant whose acknowledgement was the last one the checkpoint waited
+// for) with its LastTiming.
 type NotifyComplete struct {
 	ID          ID
 	Mode        Mode
@@ -144,8 +200,14 @@ type NotifyComplete struct {
 	TriggeredAt time.Time
 	Bytes       int64
 	FullBytes   int64
-	// MaxAlignment is the longest alignment wait any participant reported.
-	MaxAlignment time.Duration
+	// Max holds the longest of each part of the checkpoint any participant
+	// reported; Max.Alignment is the longest alignment wait.
+	Max Timing
+	// Last is the participant whose acknowledgement completed the
+	// collection, and LastTiming its parts: the end of the checkpoint's
+	// critical path.
+	Last       ParticipantID
+	LastTiming Timing
 }
 
 // NotifyAborted asks the driver to tell sources and sinks that checkpoint ID
@@ -179,7 +241,7 @@ func (e WriteMarker) String() string {
 // String formats the effect for traces and test output.
 func (e NotifyComplete) String() string {
 	return fmt.Sprintf("notify-complete %s bytes=%d full=%d max-alignment=%v",
-		describe(e.ID, e.Mode, e.Terminal), e.Bytes, e.FullBytes, e.MaxAlignment)
+		describe(e.ID, e.Mode, e.Terminal), e.Bytes, e.FullBytes, e.Max.Alignment)
 }
 
 // String formats the effect for traces and test output.
@@ -234,7 +296,11 @@ type inFlight struct {
 	pending     map[ParticipantID]struct{}
 	bytes       int64
 	fullBytes   int64
-	maxAlign    time.Duration
+	// longest is the longest of each part over the acks so far; last and
+	// lastTiming are the latest ack's participant and parts.
+	longest    Timing
+	last       ParticipantID
+	lastTiming Timing
 }
 
 // Coordinator is the checkpoint coordinator state machine. It allocates ids,
@@ -370,7 +436,9 @@ func (c *Coordinator) Ack(id ID, p ParticipantID, info AckInfo) {
 	delete(f.pending, p)
 	f.bytes += info.Bytes
 	f.fullBytes += info.FullBytes
-	f.maxAlign = max(f.maxAlign, info.Alignment)
+	tm := info.timing(f.triggeredAt)
+	f.longest = f.longest.longest(tm)
+	f.last, f.lastTiming = p, tm
 	if len(f.pending) > 0 {
 		return
 	}
@@ -459,7 +527,7 @@ func (c *Coordinator) MarkerWritten(id ID) {
 	if c.floor == 0 {
 		c.emit(NotifyComplete{
 			ID: id, Mode: f.mode, Terminal: f.terminal, TriggeredAt: f.triggeredAt,
-			Bytes: f.bytes, FullBytes: f.fullBytes, MaxAlignment: f.maxAlign,
+			Bytes: f.bytes, FullBytes: f.fullBytes, Max: f.longest, Last: f.last, LastTiming: f.lastTiming,
 		})
 	}
 	for _, older := range c.InFlight() {

@@ -23,7 +23,9 @@ type modelCheckpoint struct {
 	writing     bool
 	bytes       int64
 	fullBytes   int64
-	maxAlign    time.Duration
+	longest     Timing
+	last        ParticipantID
+	lastTiming  Timing
 }
 
 // expectEffect is what the model predicts one effect to be.
@@ -273,6 +275,11 @@ func TestCoordinatorStateMachine(t *testing.T) {
 				Bytes:     int64(rapid.IntRange(0, 100).Draw(t, "bytes")),
 				FullBytes: int64(rapid.IntRange(0, 1000).Draw(t, "fullBytes")),
 				Alignment: time.Duration(rapid.IntRange(0, 100).Draw(t, "alignMs")) * time.Millisecond,
+				Sync:      time.Duration(rapid.IntRange(0, 100).Draw(t, "syncMs")) * time.Millisecond,
+				Async:     time.Duration(rapid.IntRange(0, 100).Draw(t, "asyncMs")) * time.Millisecond,
+			}
+			if mc := m.inFlight[id]; mc != nil && rapid.Bool().Draw(t, "barrierAt") {
+				info.BarrierAt = mc.triggeredAt.Add(time.Duration(rapid.IntRange(-5, 100).Draw(t, "startDelayMs")) * time.Millisecond)
 			}
 			c.Ack(id, p, info)
 			if h.acked[id] != nil {
@@ -283,7 +290,15 @@ func TestCoordinatorStateMachine(t *testing.T) {
 				delete(mc.pending, p)
 				mc.bytes += info.Bytes
 				mc.fullBytes += info.FullBytes
-				mc.maxAlign = max(mc.maxAlign, info.Alignment)
+				tm := Timing{Alignment: info.Alignment, Sync: info.Sync, Async: info.Async}
+				if !info.BarrierAt.IsZero() && info.BarrierAt.After(mc.triggeredAt) {
+					tm.StartDelay = info.BarrierAt.Sub(mc.triggeredAt)
+				}
+				mc.longest = Timing{
+					StartDelay: max(mc.longest.StartDelay, tm.StartDelay), Alignment: max(mc.longest.Alignment, tm.Alignment),
+					Sync: max(mc.longest.Sync, tm.Sync), Async: max(mc.longest.Async, tm.Async),
+				}
+				mc.last, mc.lastTiming = p, tm
 				if len(mc.pending) == 0 {
 					if m.floor != 0 && id > m.floor {
 						delete(m.inFlight, id)
@@ -435,7 +450,8 @@ func TestCoordinatorStateMachine(t *testing.T) {
 					ready := c.Ready()
 					nc, ok := ready[0].(NotifyComplete)
 					want := NotifyComplete{ID: id, Mode: mc.mode, Terminal: mc.terminal,
-						TriggeredAt: mc.triggeredAt, Bytes: mc.bytes, FullBytes: mc.fullBytes, MaxAlignment: mc.maxAlign}
+						TriggeredAt: mc.triggeredAt, Bytes: mc.bytes, FullBytes: mc.fullBytes,
+						Max: mc.longest, Last: mc.last, LastTiming: mc.lastTiming}
 					if !ok || nc != want {
 						t.Fatalf("MarkerWritten(%d) emitted %v first, model %v", id, ready[0], want)
 					}

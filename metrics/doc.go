@@ -17,8 +17,8 @@
 //     batch.
 //  3. The checkpoint driver calls ModeStamped for every triggered checkpoint,
 //     AdaptiveSwitch for every policy flip, AlignmentTime for every
-//     multi-input task that aligned, and exactly one of CheckpointCompleted or
-//     CheckpointAborted when the checkpoint ends.
+//     multi-input task that aligned, and exactly one of CheckpointCompleted
+//     (after CheckpointPhases) or CheckpointAborted when the checkpoint ends.
 //  4. The restart loop calls JobRestarted once per whole-job restart.
 //  5. Summary gives a consistent-enough snapshot for status lines and tests;
 //     it never blocks a task.

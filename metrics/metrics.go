@@ -19,6 +19,9 @@ const (
 	NameCheckpointFullSize  = "clink_checkpoint_full_size_bytes"
 	NameCheckpointsTotal    = "clink_checkpoints_total"
 	NameCheckpointAlignment = "clink_checkpoint_alignment_seconds"
+	NameCheckpointStart     = "clink_checkpoint_start_delay_seconds"
+	NameCheckpointSync      = "clink_checkpoint_sync_duration_seconds"
+	NameCheckpointAsync     = "clink_checkpoint_async_duration_seconds"
 	NameModeTotal           = "clink_ckpt_mode_total"
 	NameAdaptiveSwitchTotal = "clink_ckpt_adaptive_switch_total"
 	NameOperatorRecordsIn   = "clink_operator_records_in_total"
@@ -58,6 +61,9 @@ type Registry struct {
 	size      *prometheus.HistogramVec
 	fullSize  *prometheus.HistogramVec
 	alignment prometheus.Histogram
+	start     prometheus.Histogram
+	sync      prometheus.Histogram
+	async     prometheus.Histogram
 	modes     *prometheus.CounterVec
 	switches  prometheus.Counter
 	restarts  *prometheus.CounterVec
@@ -77,7 +83,34 @@ type Registry struct {
 		// by mu; the *OperatorCounters values themselves are atomics and are
 		// read without the lock once obtained.
 		operators map[operatorKey]*OperatorCounters
+		// phases describes the last checkpoint CheckpointPhases reported.
+		phases CheckpointPhases
 	}
+}
+
+// CheckpointParts is where one task's part of a checkpoint went, or over
+// every task of a checkpoint, the longest of each part.
+type CheckpointParts struct {
+	// StartDelay runs from the trigger until the task received the
+	// checkpoint's first barrier.
+	StartDelay time.Duration
+	// Alignment runs from the first barrier until the task forwarded it.
+	Alignment time.Duration
+	// Sync is the capture on the task goroutine.
+	Sync time.Duration
+	// Async runs from the end of the capture until the snapshot was
+	// durable.
+	Async time.Duration
+}
+
+// CheckpointPhases is where a completed checkpoint's time went.
+type CheckpointPhases struct {
+	// Longest holds each part's maximum over the checkpoint's tasks.
+	Longest CheckpointParts
+	// Last is the task whose acknowledgement the checkpoint waited for
+	// last, and LastParts its parts: the end of the critical path.
+	Last      string
+	LastParts CheckpointParts
 }
 
 // OperatorCounters counts the records one subtask of one operator consumed
@@ -111,6 +144,9 @@ type Summary struct {
 	LastCheckpointDuration  time.Duration
 	LastCheckpointBytes     int64
 	LastCheckpointFullBytes int64
+	// LastCheckpointPhases is where the most recently completed
+	// checkpoint's time went, as far as the driver reported it.
+	LastCheckpointPhases CheckpointPhases
 	// Restarts is clink_job_restarts_total summed over causes.
 	Restarts int64
 	// RecordsIn and RecordsOut are sums over every registered operator.
@@ -145,6 +181,21 @@ func New() *Registry {
 			// 100µs .. ~13s.
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
+		start: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    NameCheckpointStart,
+			Help:    "Per completed checkpoint, the longest time any task waited from the trigger until the checkpoint's first barrier reached it.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		sync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    NameCheckpointSync,
+			Help:    "Per completed checkpoint, the longest capture of a task's state on its task goroutine (the synchronous part).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		async: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    NameCheckpointAsync,
+			Help:    "Per completed checkpoint, the longest time any task took from its capture until its snapshot was durable (the asynchronous part).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
 		modes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: NameModeTotal,
 			Help: "Triggered checkpoints by the mode stamped on their barriers.",
@@ -169,7 +220,7 @@ func New() *Registry {
 	}
 
 	r.prom.MustRegister(
-		r.duration, r.size, r.fullSize, r.alignment, r.modes, r.switches, r.restarts,
+		r.duration, r.size, r.fullSize, r.alignment, r.start, r.sync, r.async, r.modes, r.switches, r.restarts,
 		(*checkpointCollector)(r),
 		(*operatorCollector)(r),
 		collectors.NewGoCollector(),
@@ -200,6 +251,19 @@ func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, byte
 	r.lastBytes.Store(bytes)
 	r.lastFullBytes.Store(fullBytes)
 	r.completed.Add(1)
+}
+
+// CheckpointPhases records where a checkpoint's time went. The driver calls
+// it just before CheckpointCompleted of the same checkpoint, so that a
+// Summary whose completed count includes the checkpoint also has its
+// phases.
+func (r *Registry) CheckpointPhases(p CheckpointPhases) {
+	r.start.Observe(p.Longest.StartDelay.Seconds())
+	r.sync.Observe(p.Longest.Sync.Seconds())
+	r.async.Observe(p.Longest.Async.Seconds())
+	r.mu.Lock()
+	r.mu.phases = p
+	r.mu.Unlock()
 }
 
 // CheckpointAborted records a checkpoint that ended without completing.
@@ -267,6 +331,7 @@ func (r *Registry) Summary() Summary {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	s.LastCheckpointPhases = r.mu.phases
 	for _, c := range r.mu.operators {
 		s.RecordsIn += c.In.Load()
 		s.RecordsOut += c.Out.Load()

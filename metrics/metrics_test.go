@@ -273,3 +273,34 @@ func BenchmarkOperatorCountersParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestCheckpointPhases(t *testing.T) {
+	r := New()
+	p := CheckpointPhases{
+		Longest:   CheckpointParts{StartDelay: 30 * time.Millisecond, Alignment: 5 * time.Millisecond, Sync: 2 * time.Millisecond, Async: 120 * time.Millisecond},
+		Last:      "join-0",
+		LastParts: CheckpointParts{StartDelay: 10 * time.Millisecond, Sync: time.Millisecond, Async: 120 * time.Millisecond},
+	}
+	r.CheckpointPhases(p)
+	r.CheckpointCompleted(ModeAligned, 150*time.Millisecond, 10, 20)
+	if got := r.Summary().LastCheckpointPhases; got != p {
+		t.Fatalf("Summary().LastCheckpointPhases = %+v, want %+v", got, p)
+	}
+	mfs, err := r.Prometheus().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil && h.GetSampleCount() == 1 {
+				sums[mf.GetName()] = h.GetSampleSum()
+			}
+		}
+	}
+	for name, want := range map[string]float64{NameCheckpointStart: 0.030, NameCheckpointSync: 0.002, NameCheckpointAsync: 0.120} {
+		if got, ok := sums[name]; !ok || got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("%s: one observation of %v, want %v (found %v)", name, got, want, ok)
+		}
+	}
+}

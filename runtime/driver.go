@@ -25,12 +25,11 @@ const (
 )
 
 type driverEvent struct {
-	kind       driverEventKind
-	id         checkpoint.ID
-	p          checkpoint.ParticipantID
-	size       snapshotSize
-	alignNanos int64
-	err        error
+	kind driverEventKind
+	id   checkpoint.ID
+	p    checkpoint.ParticipantID
+	info checkpoint.AckInfo
+	err  error
 }
 
 // driver carries out the checkpoint coordinator's decisions for one job in
@@ -62,8 +61,8 @@ type driver struct {
 	switches    int
 }
 
-func (d *driver) ack(id checkpoint.ID, p checkpoint.ParticipantID, size snapshotSize, alignNanos int64) {
-	d.send(driverEvent{kind: evAck, id: id, p: p, size: size, alignNanos: alignNanos})
+func (d *driver) ack(id checkpoint.ID, p checkpoint.ParticipantID, info checkpoint.AckInfo) {
+	d.send(driverEvent{kind: evAck, id: id, p: p, info: info})
 }
 
 func (d *driver) decline(id checkpoint.ID, p checkpoint.ParticipantID, err error) {
@@ -113,9 +112,9 @@ func (d *driver) run(stop <-chan struct{}) error {
 func (d *driver) handle(ev driverEvent) {
 	switch ev.kind {
 	case evAck:
-		d.coord.Ack(ev.id, ev.p, checkpoint.AckInfo{Bytes: ev.size.written, FullBytes: ev.size.full, Alignment: time.Duration(ev.alignNanos)})
-		if ev.alignNanos > 0 {
-			d.metrics.AlignmentTime(time.Duration(ev.alignNanos))
+		d.coord.Ack(ev.id, ev.p, ev.info)
+		if ev.info.Alignment > 0 {
+			d.metrics.AlignmentTime(ev.info.Alignment)
 		}
 	case evDecline:
 		d.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.p, "err", ev.err)
@@ -196,9 +195,15 @@ func (d *driver) apply(e checkpoint.Effect) error {
 		d.coord.MarkerWritten(e.ID)
 	case checkpoint.NotifyComplete:
 		dur := time.Since(e.TriggeredAt)
+		d.metrics.CheckpointPhases(metrics.CheckpointPhases{
+			Longest: parts(e.Max), Last: string(e.Last), LastParts: parts(e.LastTiming),
+		})
 		d.metrics.CheckpointCompleted(e.Mode.String(), dur, e.Bytes, e.FullBytes)
 		d.log.Info("checkpoint completed", "checkpoint", e.ID, "mode", e.Mode, "duration", dur,
-			"bytes", e.Bytes, "full_bytes", e.FullBytes, "terminal", e.Terminal)
+			"bytes", e.Bytes, "full_bytes", e.FullBytes, "terminal", e.Terminal,
+			"max_start_delay", e.Max.StartDelay, "max_alignment", e.Max.Alignment,
+			"max_sync", e.Max.Sync, "max_async", e.Max.Async,
+			"last_task", e.Last, "last_timing", e.LastTiming.String())
 		for _, l := range d.listeners {
 			if err := l.NotifyCheckpointComplete(e.ID); err != nil {
 				return fmt.Errorf("notifying completion of checkpoint %d: %w", e.ID, err)
@@ -240,4 +245,10 @@ func (d *driver) apply(e checkpoint.Effect) error {
 		d.trigger(time.Now(), true)
 	}
 	return nil
+}
+
+// parts converts a checkpoint.Timing for the metrics package, which imports
+// nothing of clink's.
+func parts(t checkpoint.Timing) metrics.CheckpointParts {
+	return metrics.CheckpointParts{StartDelay: t.StartDelay, Alignment: t.Alignment, Sync: t.Sync, Async: t.Async}
 }

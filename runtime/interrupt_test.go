@@ -91,7 +91,7 @@ type ackRecorder struct {
 	declined chan error
 }
 
-func (a *ackRecorder) ack(id checkpoint.ID, _ checkpoint.ParticipantID, _ snapshotSize, _ int64) {
+func (a *ackRecorder) ack(id checkpoint.ID, _ checkpoint.ParticipantID, _ checkpoint.AckInfo) {
 	a.acked <- id
 }
 func (a *ackRecorder) decline(_ checkpoint.ID, _ checkpoint.ParticipantID, err error) {

@@ -181,7 +181,10 @@ func (s *sourceTask) drainBarriers(wm int64) (terminal bool, err error) {
 	for _, br := range s.takeBarriers() {
 		// The offset is captured here, between Produce calls, on the
 		// source goroutine: exactly the records emitted before the barrier.
+		start := time.Now()
 		snap, cerr := b.capture(s.src, br.ID, wm)
+		tm := snapshotTiming{barrierAt: start, captured: time.Now()}
+		tm.sync = tm.captured.Sub(start)
 		if cerr != nil {
 			b.acks.decline(br.ID, b.participant, cerr)
 		}
@@ -196,7 +199,7 @@ func (s *sourceTask) drainBarriers(wm int64) (terminal bool, err error) {
 		if overtakes(br) {
 			b.tc.Out.endOvertake()
 		}
-		if snap != nil && !b.submit(snapshotJob{id: br.ID, snap: snap}) {
+		if snap != nil && !b.submit(snapshotJob{id: br.ID, snap: snap, timing: tm}) {
 			return false, ErrCanceled
 		}
 		terminal = terminal || br.Terminal

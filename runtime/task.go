@@ -39,7 +39,7 @@ type pendingSnapshot struct {
 	// per channel; they follow inflight's records of their channel.
 	tails     []*overtakenEncoding
 	alignDone bool
-	align     int64
+	timing    snapshotTiming
 }
 
 // operatorTask runs one subtask of a vertex with inputs.
@@ -56,6 +56,9 @@ type operatorTask struct {
 	curWm    int64
 	regions  [][]region
 	pinned   map[checkpoint.ID]checkpoint.Mode
+	// arrived is when each checkpoint's first barrier reached the task,
+	// until the task forwards it.
+	arrived  map[checkpoint.ID]time.Time
 	pending  map[checkpoint.ID]*pendingSnapshot
 	pausedAt time.Time
 	// inputEnded: endInput ran.
@@ -96,6 +99,7 @@ func (t *operatorTask) run() (err error) {
 	t.encoding = make([][]*overtakenEncoding, n)
 	t.pending = make(map[checkpoint.ID]*pendingSnapshot)
 	t.pinned = make(map[checkpoint.ID]checkpoint.Mode)
+	t.arrived = make(map[checkpoint.ID]time.Time)
 	t.canAlign = t.op.CanUnalign()
 	t.align = checkpoint.NewAlignment(n, t.canAlign)
 
@@ -546,6 +550,9 @@ func (t *operatorTask) onBarrier(i int, br checkpoint.Barrier) error {
 	if _, ok := t.pinned[br.ID]; !ok {
 		t.pinned[br.ID] = t.modeFor(br)
 	}
+	if _, ok := t.arrived[br.ID]; !ok {
+		t.arrived[br.ID] = time.Now()
+	}
 	adv := t.align.OnBarrier(i, br)
 	for id := range t.pinned {
 		if t.pending[id] == nil && !slices.Contains(t.align.Pending(), id) && id != br.ID {
@@ -571,12 +578,20 @@ func (t *operatorTask) apply(adv checkpoint.Advance) error {
 				return err
 			}
 		}
-		var alignNanos int64
+		tm := snapshotTiming{barrierAt: t.arrived[br.ID]}
+		for id := range t.arrived {
+			if id <= br.ID {
+				delete(t.arrived, id)
+			}
+		}
+		start := time.Now()
 		if !t.pausedAt.IsZero() {
-			alignNanos = time.Since(t.pausedAt).Nanoseconds()
+			tm.align = start.Sub(t.pausedAt)
 			t.pausedAt = time.Time{}
 		}
 		snap, err := b.capture(t.op, br.ID, t.curWm)
+		tm.captured = time.Now()
+		tm.sync = tm.captured.Sub(start)
 		if err != nil {
 			b.acks.decline(br.ID, b.participant, err)
 		}
@@ -596,7 +611,7 @@ func (t *operatorTask) apply(adv checkpoint.Advance) error {
 			return err
 		}
 		if snap != nil {
-			p := &pendingSnapshot{id: br.ID, snap: snap, inflight: map[int]*store.InFlight{}, align: alignNanos}
+			p := &pendingSnapshot{id: br.ID, snap: snap, inflight: map[int]*store.InFlight{}, timing: tm}
 			p.alignDone = !adv.UnalignedFirst || len(adv.CaptureInputs) == 0 || slices.Contains(adv.CaptureDone, br.ID)
 			t.pending[br.ID] = p
 		}
@@ -633,7 +648,7 @@ func (t *operatorTask) finishPending() error {
 			}
 		}
 		p.snap.tails = p.tails
-		if !t.base.submit(snapshotJob{id: id, snap: p.snap, align: p.align}) {
+		if !t.base.submit(snapshotJob{id: id, snap: p.snap, timing: p.timing}) {
 			return ErrCanceled
 		}
 	}

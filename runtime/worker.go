@@ -3,6 +3,7 @@ package runtime
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
@@ -10,15 +11,40 @@ import (
 
 // snapshotJob is one captured, not yet durable, task snapshot.
 type snapshotJob struct {
-	id   checkpoint.ID
-	snap *captured
-	// align is the time the task's inputs were paused for this checkpoint.
-	align int64
+	id     checkpoint.ID
+	snap   *captured
+	timing snapshotTiming
+}
+
+// snapshotTiming is when a task met a checkpoint and how long its parts on
+// the task goroutine took; the snapshot worker adds the asynchronous part.
+type snapshotTiming struct {
+	// barrierAt is when the checkpoint's first barrier reached the task.
+	barrierAt time.Time
+	// align is how long the task's inputs were paused for the checkpoint.
+	align time.Duration
+	// sync is how long the capture took on the task goroutine.
+	sync time.Duration
+	// captured is when the capture ended.
+	captured time.Time
+}
+
+// ackInfo is the coordinator's AckInfo of a durable snapshot whose
+// asynchronous part ended at durable.
+func (t snapshotTiming) ackInfo(size snapshotSize, durable time.Time) checkpoint.AckInfo {
+	info := checkpoint.AckInfo{
+		Bytes: size.written, FullBytes: size.full,
+		Alignment: t.align, BarrierAt: t.barrierAt, Sync: t.sync,
+	}
+	if !t.captured.IsZero() {
+		info.Async = max(durable.Sub(t.captured), 0)
+	}
+	return info
 }
 
 // acker receives a task's verdict on a checkpoint.
 type acker interface {
-	ack(id checkpoint.ID, p checkpoint.ParticipantID, size snapshotSize, alignNanos int64)
+	ack(id checkpoint.ID, p checkpoint.ParticipantID, info checkpoint.AckInfo)
 	decline(id checkpoint.ID, p checkpoint.ParticipantID, err error)
 }
 
@@ -112,7 +138,7 @@ func (w *snapshotWorker) persist(job snapshotJob) {
 	}
 	size.written += n
 	size.full += n
-	w.acks.ack(job.id, w.participant, size, job.align)
+	w.acks.ack(job.id, w.participant, job.timing.ackInfo(size, time.Now()))
 }
 
 // sharedSize returns the shared-file part of snap's sizes: the files the

@@ -83,6 +83,8 @@ type backpressureRun struct {
 	Records     int64   `json:"records"`
 	WallS       float64 `json:"wall_s"`
 	RecordsPerS float64 `json:"records_per_s"`
+	// CkptSlowest is where the slowest checkpoint's time went.
+	CkptSlowest *slowestCheckpoint `json:"ckpt_slowest,omitempty"`
 }
 
 // backpressureResult is what clink bench nexmark --backpressure reports;
@@ -108,6 +110,14 @@ func (r *backpressureResult) print(w io.Writer, asJSON bool) error {
 		run  *backpressureRun
 	}{{"aligned", &r.Aligned}, {"unaligned", &r.Unaligned}} {
 		fmt.Fprintf(&b, "%-10s %9d %11d %9.1f %9.1f %9.1f %9d %8.3f %9.0f\n", m.name, m.run.Events, m.run.Checkpoints, m.run.CkptP50Ms, m.run.CkptP99Ms, m.run.CkptMaxMs, m.run.Records, m.run.WallS, m.run.RecordsPerS)
+	}
+	for _, m := range []struct {
+		name string
+		run  *backpressureRun
+	}{{"aligned", &r.Aligned}, {"unaligned", &r.Unaligned}} {
+		if m.run.CkptSlowest != nil {
+			fmt.Fprintf(&b, "slowest %s checkpoint: %s\n", m.name, m.run.CkptSlowest)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -137,6 +147,7 @@ func runBackpressureBench(ctx context.Context, o benchOptions) (*backpressureRes
 			Records:     records,
 			WallS:       r.WallS,
 			RecordsPerS: float64(records) / r.WallS,
+			CkptSlowest: r.CkptSlowest,
 		}
 	}
 	return res, nil

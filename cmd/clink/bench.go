@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"sync"
 	"syscall"
@@ -33,6 +35,7 @@ type benchOptions struct {
 	checkpointInterval time.Duration
 	json               bool
 	cpuProfile         string
+	trace              string
 	killAfter          int64
 	restore            string // the checkpoint a --kill-after child restores
 	backpressure       bool
@@ -66,7 +69,13 @@ func newBenchNexmarkCmd() *cobra.Command {
 		Long: `Run a Nexmark query on the Nexmark generator's events in this process, with
 checkpoints into a temporary directory, and report events, wall time, events
 per second, process CPU time (user + system), events per CPU-second,
-checkpoints completed with their p50/p99 durations, and peak RSS.
+checkpoints completed with their p50/p99 durations, and peak RSS; then where
+the slowest checkpoint's time went: the task it waited for last, with that
+task's start delay (trigger until the first barrier reached it), alignment,
+capture on the task goroutine (sync) and the time until its snapshot was
+durable (async), and the longest of each over all tasks (ckpt_slowest in
+the JSON object). --cpuprofile and --trace write a CPU profile and an
+execution trace of the run.
 --checkpoint-interval 0 runs the job without checkpoints (no directory, no
 snapshots, not even a final one), to measure what checkpointing costs.
 
@@ -90,8 +99,8 @@ round-robin exchange that spends 200 µs per record, so the channels in
 front of it fill and every barrier is queued behind buffered records. For
 each mode it reports the events emitted, the checkpoints completed, their
 durations (p50, p99, max: from the trigger until the COMPLETED marker is
-written) and the records the sink took. --events, --kill-after and
---cpuprofile cannot be combined with it, and a query must write its rows
+written) and the records the sink took. --events, --kill-after,
+--cpuprofile and --trace cannot be combined with it, and a query must write its rows
 to blackhole tables and produce no updates.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -124,6 +133,7 @@ to blackhole tables and produce no updates.`,
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory); 0 runs without checkpoints")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
+	f.StringVar(&o.trace, "trace", "", "write an execution trace of the run (go tool trace) to this file")
 	f.Int64Var(&o.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after N events, restore it and report its recovery")
 	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and then unaligned checkpoints into a sink that takes 200µs per record, and compare their durations")
 	f.DurationVar(&o.duration, "duration", 0, "with --backpressure: how long each of the two runs lasts (default 10s)")
@@ -158,11 +168,13 @@ func (o *benchOptions) validate() error {
 	if o.backpressure && o.killAfter != 0 {
 		return errors.New("--kill-after cannot be combined with --backpressure")
 	}
-	if o.backpressure && o.cpuProfile != "" {
-		return errors.New("--cpuprofile cannot be combined with --backpressure (it runs two jobs)")
-	}
-	if o.killAfter != 0 && o.cpuProfile != "" {
-		return errors.New("--cpuprofile cannot be combined with --kill-after (the job runs in processes of its own)")
+	for _, p := range []struct{ flag, file string }{{"--cpuprofile", o.cpuProfile}, {"--trace", o.trace}} {
+		if o.backpressure && p.file != "" {
+			return fmt.Errorf("%s cannot be combined with --backpressure (it runs two jobs)", p.flag)
+		}
+		if o.killAfter != 0 && p.file != "" {
+			return fmt.Errorf("%s cannot be combined with --kill-after (the job runs in processes of its own)", p.flag)
+		}
 	}
 	if o.killAfter < 0 || o.killAfter >= o.events {
 		return fmt.Errorf("--kill-after must be between 1 and --events - 1 (0: never), got %d", o.killAfter)
@@ -189,6 +201,8 @@ type benchResult struct {
 	CkptP50Ms     float64 `json:"ckpt_p50_ms"`
 	CkptP99Ms     float64 `json:"ckpt_p99_ms"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	// CkptSlowest is where the slowest checkpoint's time went.
+	CkptSlowest *slowestCheckpoint `json:"ckpt_slowest,omitempty"`
 	// durations are the checkpoints' durations as the sampler saw them.
 	durations []time.Duration
 	// The rest is reported with --kill-after only: the restores after a
@@ -204,6 +218,50 @@ type benchResult struct {
 	ReplayedEvents *int64   `json:"replayed_events,omitempty"`
 }
 
+// slowestCheckpoint is where the slowest checkpoint of a run spent its
+// time: the parts of the task whose acknowledgement it waited for last,
+// and the longest of each part over all its tasks (milliseconds).
+type slowestCheckpoint struct {
+	DurationMs      float64 `json:"duration_ms"`
+	LastTask        string  `json:"last_task"`
+	StartDelayMs    float64 `json:"start_delay_ms"`
+	AlignmentMs     float64 `json:"alignment_ms"`
+	SyncMs          float64 `json:"sync_ms"`
+	AsyncMs         float64 `json:"async_ms"`
+	MaxStartDelayMs float64 `json:"max_start_delay_ms"`
+	MaxAlignmentMs  float64 `json:"max_alignment_ms"`
+	MaxSyncMs       float64 `json:"max_sync_ms"`
+	MaxAsyncMs      float64 `json:"max_async_ms"`
+}
+
+// checkpointSample is one completed checkpoint as the sampler saw it.
+type checkpointSample struct {
+	duration time.Duration
+	phases   metrics.CheckpointPhases
+}
+
+// slowest describes the longest of samples, nil for none.
+func slowest(samples []checkpointSample) *slowestCheckpoint {
+	if len(samples) == 0 {
+		return nil
+	}
+	s := slices.MaxFunc(samples, func(a, b checkpointSample) int { return cmp.Compare(a.duration, b.duration) })
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	last, long := s.phases.LastParts, s.phases.Longest
+	return &slowestCheckpoint{
+		DurationMs: ms(s.duration), LastTask: s.phases.Last,
+		StartDelayMs: ms(last.StartDelay), AlignmentMs: ms(last.Alignment), SyncMs: ms(last.Sync), AsyncMs: ms(last.Async),
+		MaxStartDelayMs: ms(long.StartDelay), MaxAlignmentMs: ms(long.Alignment), MaxSyncMs: ms(long.Sync), MaxAsyncMs: ms(long.Async),
+	}
+}
+
+// String formats the slowest checkpoint for the text report.
+func (s *slowestCheckpoint) String() string {
+	return fmt.Sprintf("%.1f ms, waited last for %s: start delay %.1f, alignment %.1f, sync %.1f, async %.1f ms (longest of any task: %.1f, %.1f, %.1f, %.1f ms)",
+		s.DurationMs, s.LastTask, s.StartDelayMs, s.AlignmentMs, s.SyncMs, s.AsyncMs,
+		s.MaxStartDelayMs, s.MaxAlignmentMs, s.MaxSyncMs, s.MaxAsyncMs)
+}
+
 func (r *benchResult) print(w io.Writer, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(r)
@@ -215,6 +273,9 @@ cpu          %.3f s (%.0f events per CPU-second)
 checkpoints  %d (p50 %.1f ms, p99 %.1f ms)
 peak RSS     %.1f MB
 `, r.Query, r.Events, r.WallS, r.EventsPerS, r.CPUS, r.EventsPerCPUS, r.Checkpoints, r.CkptP50Ms, r.CkptP99Ms, r.PeakRSSMB)
+	if err == nil && r.CkptSlowest != nil {
+		_, err = fmt.Fprintf(w, "slowest ckpt %s\n", r.CkptSlowest)
+	}
 	if err == nil && r.RecoveryS != nil {
 		_, err = fmt.Fprintf(w, "killed       after %d events (SIGKILL), restored from the newest checkpoint\nrecovery     %.3f s to the first output record (restart %.3f s, replay of %d events %.3f s)\n",
 			*r.KilledAt, *r.RecoveryS, *r.RestartS, *r.ReplayedEvents, *r.ReplayS)
@@ -400,7 +461,7 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	// The registry keeps only the last checkpoint's duration; a sampler
 	// collects each one as the completed count moves. At a checkpoint
 	// interval of 10ms or more it sees every checkpoint.
-	var durations []time.Duration
+	var samples []checkpointSample
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -410,7 +471,7 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		sample := func() {
 			if s := reg.Summary(); s.CheckpointsCompleted > seen {
 				seen = s.CheckpointsCompleted
-				durations = append(durations, s.LastCheckpointDuration)
+				samples = append(samples, checkpointSample{duration: s.LastCheckpointDuration, phases: s.LastCheckpointPhases})
 			}
 		}
 		t := time.NewTicker(2 * time.Millisecond)
@@ -440,6 +501,17 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 			return nil, fmt.Errorf("starting the CPU profile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return nil, fmt.Errorf("creating the execution trace: %w", err)
+		}
+		defer f.Close()
+		if err := trace.Start(f); err != nil {
+			return nil, fmt.Errorf("starting the execution trace: %w", err)
+		}
+		defer trace.Stop()
 	}
 	runCtx := ctx
 	if o.duration > 0 {
@@ -481,8 +553,13 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		Checkpoints:   reg.Summary().CheckpointsCompleted,
 		PeakRSSMB:     float64(rss) / (1 << 20),
 	}
+	durations := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		durations[i] = s.duration
+	}
 	res.CkptP50Ms, res.CkptP99Ms = percentileMs(durations, 0.50), percentileMs(durations, 0.99)
 	res.durations = durations
+	res.CkptSlowest = slowest(samples)
 	return res, nil
 }
 

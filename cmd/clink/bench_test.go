@@ -23,6 +23,7 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, "--checkpoint-interval must be positive, or 0 for no checkpoints, got -1s"},
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--backpressure"}, "--checkpoint-interval 0 cannot be combined with --backpressure"},
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
+		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--trace", "trace.out"}, "--trace cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "extra"}, `unknown command "extra"`},
 		{[]string{"bench"}, "name a benchmark: clink bench nexmark"},
 	} {
@@ -44,10 +45,11 @@ func TestBenchNexmarkQuery(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%s: output %q is not one JSON object: %v", q, out, err)
 		}
-		if len(got) != 10 || got["query"] != q || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
+		if len(got) != 11 || got["query"] != q || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
 			got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
 			t.Errorf("%s: implausible result: %s", q, out)
 		}
+		checkSlowest(t, q, got, out)
 	}
 }
 
@@ -120,7 +122,8 @@ func TestBenchNexmarkGen(t *testing.T) {
 			t.Errorf("JSON output lacks %q: %s", k, out)
 		}
 	}
-	if len(got) != 10 || got["query"] != "gen" || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
+	checkSlowest(t, "gen", got, out)
+	if len(got) != 11 || got["query"] != "gen" || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
 		got["ckpt_p99_ms"].(float64) < got["ckpt_p50_ms"].(float64) || got["ckpt_p50_ms"].(float64) <= 0 ||
 		got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
 		t.Errorf("implausible result: %s", out)
@@ -130,7 +133,7 @@ func TestBenchNexmarkGen(t *testing.T) {
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, w := range []string{"query        gen\n", "events       1000\n", "events per CPU-second", "checkpoints  ", "peak RSS"} {
+	for _, w := range []string{"query        gen\n", "events       1000\n", "events per CPU-second", "checkpoints  ", "peak RSS", "slowest ckpt ", ", waited last for "} {
 		if !strings.Contains(out, w) {
 			t.Errorf("text output lacks %q:\n%s", w, out)
 		}
@@ -147,8 +150,8 @@ func TestBenchNexmarkBackpressure(t *testing.T) {
 		DurationS       float64 `json:"duration_s"`
 		Parallelism     int
 		SinkUsPerRecord float64 `json:"sink_us_per_record"`
-		Aligned         map[string]float64
-		Unaligned       map[string]float64
+		Aligned         map[string]any
+		Unaligned       map[string]any
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output %q is not one JSON object: %v", out, err)
@@ -156,7 +159,18 @@ func TestBenchNexmarkBackpressure(t *testing.T) {
 	if got.Query != "q1" || got.DurationS != 1.5 || got.Parallelism != 2 || got.SinkUsPerRecord != 200 {
 		t.Errorf("implausible result: %s", out)
 	}
-	for name, run := range map[string]map[string]float64{"aligned": got.Aligned, "unaligned": got.Unaligned} {
+	for name, raw := range map[string]map[string]any{"aligned": got.Aligned, "unaligned": got.Unaligned} {
+		run := map[string]float64{}
+		for k, v := range raw {
+			if f, ok := v.(float64); ok {
+				run[k] = f
+			}
+		}
+		if run["checkpoints"] > 0 {
+			if _, ok := raw["ckpt_slowest"].(map[string]any); !ok {
+				t.Errorf("%s: no ckpt_slowest object: %s", name, out)
+			}
+		}
 		// An aligned checkpoint waits for seconds of queued records, so
 		// only the unaligned run is sure to complete one in 1.5s.
 		if name == "unaligned" && run["checkpoints"] < 1 {
@@ -190,6 +204,7 @@ func TestBenchNexmarkBackpressureErrors(t *testing.T) {
 	}{
 		{[]string{"--backpressure", "--kill-after", "10"}, "--kill-after cannot be combined with --backpressure"},
 		{[]string{"--backpressure", "--cpuprofile", "cpu.out"}, "--cpuprofile cannot be combined with --backpressure"},
+		{[]string{"--backpressure", "--trace", "trace.out"}, "--trace cannot be combined with --backpressure"},
 		{[]string{"--backpressure", "--events", "1000"}, "--events cannot be combined with --backpressure, which runs for --duration"},
 		{[]string{"--duration", "1s"}, "--duration needs --backpressure and must be positive, got 1s"},
 		{[]string{"--backpressure", "--duration", "-1s"}, "--duration needs --backpressure and must be positive, got -1s"},
@@ -203,6 +218,27 @@ func TestBenchNexmarkBackpressureErrors(t *testing.T) {
 		code, out, errs := clink(t, args...)
 		if code == 0 || out != "" || !strings.Contains(errs, c.want) {
 			t.Errorf("clink %s: exit %d, stdout %q, stderr %q; want a non-zero exit and %q", strings.Join(args, " "), code, out, errs, c.want)
+		}
+	}
+}
+
+// checkSlowest checks the ckpt_slowest object of a run's JSON result: the
+// slowest checkpoint's duration is the run's p99 or more, and it names the
+// task it waited for last, whose parts are at most the longest ones.
+func checkSlowest(t *testing.T, what string, got map[string]any, out string) {
+	t.Helper()
+	s, ok := got["ckpt_slowest"].(map[string]any)
+	if !ok {
+		t.Errorf("%s: JSON output lacks the ckpt_slowest object: %s", what, out)
+		return
+	}
+	if len(s) != 10 || s["last_task"] == "" || s["duration_ms"].(float64) < got["ckpt_p99_ms"].(float64) {
+		t.Errorf("%s: implausible slowest checkpoint: %s", what, out)
+	}
+	for _, part := range []string{"start_delay_ms", "alignment_ms", "sync_ms", "async_ms"} {
+		last, longest := s[part].(float64), s["max_"+part].(float64)
+		if last < 0 || longest < last || longest > s["duration_ms"].(float64) {
+			t.Errorf("%s: %s %v, longest %v, in a checkpoint of %v ms: %s", what, part, last, longest, s["duration_ms"], out)
 		}
 	}
 }
