@@ -375,7 +375,7 @@ func (t *cowTable[K, V]) writable(s *kgTable[K, V]) {
 		return
 	}
 	slots, slab := t.newSlots(len(s.slots))
-	copy(slots, s.slots)
+	copySlots(slots, s.slots)
 	t.setSlots(s, slots, slab)
 	s.used = slices.Clone(s.used)
 	s.tags = slices.Clone(s.tags)

@@ -2,6 +2,7 @@ package state
 
 import (
 	"reflect"
+	"runtime"
 	"unsafe"
 )
 
@@ -114,11 +115,30 @@ func (t *cowTable[K, V]) setSlots(s *kgTable[K, V], slots []kv[K, V], slab *slot
 			continue
 		}
 		a, sl := t.newSlots(len(o.slots))
-		copy(a, o.slots)
+		copySlots(a, o.slots)
 		old.live -= len(o.slots)
 		o.slots, o.slab = a, sl
 		if sl != nil {
 			sl.live += len(a)
 		}
 	}
+}
+
+// copySlotsChunk is how many slots copySlots copies in one call of copy.
+const copySlotsChunk = 4096
+
+// copySlots copies src into dst as copy does, a chunk at a time. One copy
+// of a large array of slots that hold pointers runs in the runtime, where
+// the goroutine cannot be preempted, with a write barrier per pointer while
+// the collector marks: a key group of millions of slots then held its
+// processor for hundreds of milliseconds, and a snapshot worker readied
+// behind the task waited for all of it. A preemption request rarely finds
+// the loop between two chunks, so it yields after each.
+func copySlots[K comparable, V any](dst, src []kv[K, V]) {
+	for len(src) > copySlotsChunk {
+		copy(dst[:copySlotsChunk], src[:copySlotsChunk])
+		dst, src = dst[copySlotsChunk:], src[copySlotsChunk:]
+		runtime.Gosched()
+	}
+	copy(dst, src)
 }
