@@ -221,12 +221,28 @@ func (b *MemoryBackend) Restore(snaps [][]KeyGroupData) error {
 	return nil
 }
 
-// Capture implements Backend.
+// Capture implements Backend. With incremental checkpoints and a chain to
+// add to, the tables capture only their changes (deltacapture.go).
 func (b *MemoryBackend) Capture() (Captured, error) {
 	c := &memoryCapture{rng: b.rng}
+	changes, forBase := b.captureKind()
+	var whole []FrozenTable
 	for _, t := range b.tables {
 		c.names = append(c.names, t.Name())
-		c.frozen = append(c.frozen, t.Freeze())
+		cc, ok := t.(changeCapturer)
+		if !ok || !changes {
+			f := t.Freeze()
+			c.frozen = append(c.frozen, f)
+			if forBase {
+				whole = append(whole, f)
+			}
+			continue
+		}
+		c.frozen = append(c.frozen, cc.captureChanges())
+		if forBase {
+			// After captureChanges: the change lists Freeze takes are empty.
+			whole = append(whole, t.Freeze())
+		}
 	}
 	// State restored for tables the operator has not registered (yet)
 	// still belongs to the checkpoint.
@@ -243,7 +259,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		return 0
 	})
 	if b.inc != nil {
-		return b.captureIncremental(c), nil
+		return b.captureIncremental(c, changes, whole), nil
 	}
 	return c, nil
 }

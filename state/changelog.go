@@ -18,38 +18,79 @@ import (
 // its slot, so a key deleted and written again in one interval may be
 // listed twice (dup); Persist then removes the repeats (which matters for
 // entries written as edits, which must apply once).
+//
+// A table whose deltas write values as edits (cowTable.diff) also lists,
+// beside each key, the value the key had before its first write of the
+// interval (olds): the value as of the last capture, which the chain
+// holds once that capture is persisted. Those writes record before they
+// change the slot (recordOld); every other write records after.
 
 // kgChanges is the change list of one key group of a table.
-type kgChanges[K comparable] struct {
+type kgChanges[K comparable, V any] struct {
 	// listed has bit i%64 of word i/64 set when the key in slot i is in
 	// keys.
 	listed []uint64
 	keys   []K
+	// olds[j] is the value keys[j] had before it was listed, when the
+	// table keeps them (withOlds).
+	olds     []oldValue[V]
+	withOlds bool
+	// deleted lists every key deleted in the interval (a key deleted
+	// twice, twice); a key written again after is listed in keys too.
+	deleted []K
 	// dup: a key was deleted, so keys may hold it twice.
 	dup bool
 }
 
-// record lists the key k of slot i, unless it is listed.
-func (c *kgChanges[K]) record(i int, k K) {
+// oldValue is a key's value before its first write of an interval; had is
+// false for a key that had none.
+type oldValue[V any] struct {
+	v   V
+	had bool
+}
+
+// record lists the key k of slot i, unless it is listed. A table that
+// keeps olds lists its keys with recordOld first; a key that reaches
+// record unlisted gets no old value and is written whole.
+func (c *kgChanges[K, V]) record(i int, k K) {
 	w := &c.listed[i>>6]
 	if b := uint64(1) << (i & 63); *w&b == 0 {
 		*w |= b
 		c.keys = append(c.keys, k)
+		if c.withOlds {
+			c.olds = append(c.olds, oldValue[V]{})
+		}
 	}
 }
 
-// recordDelete lists the key k of slot i, which is being deleted. Its
-// slot no longer says so, so a write of k after this lists it again: dup.
-func (c *kgChanges[K]) recordDelete(i int, k K) {
+// recordOld lists the key k of slot i with its value before the write
+// that is about to change it (had: the key had one), unless it is listed.
+func (c *kgChanges[K, V]) recordOld(i int, k K, old V, had bool) {
+	w := &c.listed[i>>6]
+	if b := uint64(1) << (i & 63); *w&b == 0 {
+		*w |= b
+		c.keys = append(c.keys, k)
+		c.olds = append(c.olds, oldValue[V]{v: old, had: had})
+	}
+}
+
+// recordDelete lists the key k of slot i, which is being deleted and
+// holds old. Its slot no longer says so, so a write of k after this lists
+// it again: dup.
+func (c *kgChanges[K, V]) recordDelete(i int, k K, old V) {
 	c.dup = true
+	c.deleted = append(c.deleted, k)
 	if c.listed[i>>6]&(1<<(i&63)) != 0 {
 		return
 	}
 	c.keys = append(c.keys, k)
+	if c.withOlds {
+		c.olds = append(c.olds, oldValue[V]{v: old, had: true})
+	}
 }
 
 // shift moves the bit of slot j to slot i (deleteAt moved its entry).
-func (c *kgChanges[K]) shift(i, j int) {
+func (c *kgChanges[K, V]) shift(i, j int) {
 	if c.listed[j>>6]&(1<<(j&63)) != 0 {
 		c.listed[i>>6] |= 1 << (i & 63)
 	} else {
@@ -58,32 +99,49 @@ func (c *kgChanges[K]) shift(i, j int) {
 }
 
 // clear clears the bit of slot i, now empty.
-func (c *kgChanges[K]) clear(i int) { c.listed[i>>6] &^= 1 << (i & 63) }
+func (c *kgChanges[K, V]) clear(i int) { c.listed[i>>6] &^= 1 << (i & 63) }
 
 // move sets the bit of slot i if slot j of old (the arrays before a
 // growth) had it.
-func (c *kgChanges[K]) move(i, j int, old *kgChanges[K]) {
+func (c *kgChanges[K, V]) move(i, j int, old *kgChanges[K, V]) {
 	if old != nil && old.listed[j>>6]&(1<<(j&63)) != 0 {
 		c.listed[i>>6] |= 1 << (i & 63)
 	}
 }
 
 // take returns the changes listed so far and starts a new list.
-func (c *kgChanges[K]) take() *kgChanges[K] {
-	out := &kgChanges[K]{keys: c.keys, dup: c.dup}
+func (c *kgChanges[K, V]) take() *kgChanges[K, V] {
+	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup}
+	c.reset()
+	return out
+}
+
+// reset starts a new list.
+func (c *kgChanges[K, V]) reset() {
 	if len(c.keys) > 0 {
 		clear(c.listed)
 	}
-	c.keys, c.dup = nil, false
-	return out
+	c.keys, c.olds, c.deleted, c.dup = nil, nil, nil, false
+}
+
+// restart starts a new list in the arrays of this one, which nothing else
+// holds: a capture of changes copied what it needed.
+func (c *kgChanges[K, V]) restart() {
+	if len(c.keys) > 0 {
+		clear(c.listed)
+	}
+	clear(c.keys)
+	clear(c.olds)
+	clear(c.deleted)
+	c.keys, c.olds, c.deleted, c.dup = c.keys[:0], c.olds[:0], c.deleted[:0], false
 }
 
 // growChanges gives s, whose arrays grow to c slots, a change list of that
 // size holding the keys listed so far (grow moves their bits).
 func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {
-	n := &kgChanges[K]{listed: make([]uint64, (c+63)/64)}
+	n := &kgChanges[K, V]{listed: make([]uint64, (c+63)/64), withOlds: t.diff != nil}
 	if s.changes != nil {
-		n.keys, n.dup = s.changes.keys, s.changes.dup
+		n.keys, n.olds, n.deleted, n.dup = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup
 	}
 	s.changes = n
 }
@@ -108,18 +166,18 @@ const (
 	opReset  = 2
 )
 
-// changeTable is implemented by the frozen tables of a backend with
-// incremental checkpoints.
+// changeTable is implemented by the captures of tables of a backend with
+// incremental checkpoints: frozen tables (frozenCow) and captures of
+// changes (changedCow).
 type changeTable interface {
 	FrozenTable
 	// appendChanges appends the delimited entries of key group kg that
 	// changed since the capture before earlier[0] (or before this one if
-	// earlier is empty): earlier are the frozen tables of the same table
-	// in captures whose changes no checkpoint has written. prev, if not
-	// nil, is the frozen table of that capture before, whose values the
-	// chain holds: a changed value may be written as edits of its value
-	// there. It returns dst with the number of entries appended.
-	appendChanges(dst []byte, kg int, earlier []changeTable, prev changeTable) ([]byte, int)
+	// earlier is empty): earlier are the captures of the same table whose
+	// changes no checkpoint has written, oldest first. A changed value is
+	// written as edits of the value it had before them when the table
+	// diffs values. It returns dst with the number of entries appended.
+	appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int)
 	// appendDelimited appends every live entry of kg, delimited.
 	appendDelimited(dst []byte, kg int) ([]byte, int)
 	// hasChanges reports whether any key group has changes listed.
@@ -135,140 +193,60 @@ func (f *frozenCow[K, V]) hasChanges() bool {
 	return false
 }
 
-// appendEntry appends key k with its value v and write time w (put) or
-// its deletion.
-func (f *frozenCow[K, V]) appendEntry(dst []byte, k K, v *V, w int64, scratch []byte) ([]byte, []byte) {
-	t := f.t
-	if v == nil {
-		dst = append(dst, opDelete)
-	} else {
-		dst = append(dst, opPut)
-	}
-	scratch = t.keyCodec.Append(scratch[:0], k)
-	dst = binary.AppendUvarint(dst, uint64(len(scratch)))
-	dst = append(dst, scratch...)
-	if v != nil {
-		scratch = t.valueCodec.Append(scratch[:0], *v)
-		dst = binary.AppendUvarint(dst, uint64(len(scratch)))
-		dst = append(dst, scratch...)
-		dst = binary.AppendVarint(dst, w)
-	}
-	return dst, scratch
-}
-
-func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable, prevTable changeTable) ([]byte, int) {
+func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int) {
 	t := f.t
 	if !t.rng.Contains(kg) {
 		return dst, 0
 	}
 	g := kg - t.rng.Start
 	s := &f.shards[g]
-	var lists [][]K
-	dup := false
-	for _, e := range earlier {
-		if c := e.(*frozenCow[K, V]).shards[g].changes; c != nil && len(c.keys) > 0 {
-			lists = append(lists, c.keys)
-			dup = dup || c.dup
-		}
-	}
-	if s.changes != nil && len(s.changes.keys) > 0 {
-		lists = append(lists, s.changes.keys)
-		dup = dup || s.changes.dup
-	}
+	var buf []byte
+	lists := changedLists[K, V](earlier, g, buf)
 	listed := 0
 	for _, l := range lists {
-		listed += len(l)
+		listed += len(l.entries)
+	}
+	if c := s.changes; c != nil {
+		listed += len(c.keys)
 	}
 	if listed == 0 {
 		return dst, 0
 	}
-	// prev is the key group at the capture whose values the chain holds,
-	// when values can be written as edits of those.
-	var prev *kgTable[K, V]
-	if p, ok := prevTable.(*frozenCow[K, V]); ok && p.t == t && t.diff != nil {
-		prev = &p.shards[g]
-	}
-	if 2*listed >= s.n && prev == nil {
+	if 2*listed >= s.n && t.diff == nil {
 		dst = append(dst, opReset)
 		dst, n := f.appendDelimited(dst, kg)
 		return dst, n + 1
 	}
-	// Repeats are removed by key, or by encoding where == is not
-	// equality of entries (floats: +0 and -0 are two entries).
-	var seen map[K]struct{}
-	var seenEnc map[string]struct{}
-	if dup || len(lists) > 1 {
-		if t.exact {
-			seen = make(map[K]struct{})
-		} else {
-			seenEnc = make(map[string]struct{})
-		}
+	if len(lists) == 0 {
+		// The common case: this capture's changes alone, written as they
+		// are looked up.
+		return f.appendOwnChanges(dst, g)
 	}
+	own, _ := f.changedEntries(g, buf)
+	if len(own) > 0 {
+		lists = append(lists, changeList[K, V]{entries: own})
+	}
+	return t.appendMerged(dst, lists)
+}
+
+// appendOwnChanges appends the entries of shard g that f's change list
+// names, each key once, as they are looked up.
+func (f *frozenCow[K, V]) appendOwnChanges(dst []byte, g int) ([]byte, int) {
 	n := 0
-	var scratch, hbuf []byte
-	for _, keys := range lists {
-		for _, k := range keys {
-			if seen != nil {
-				if _, ok := seen[k]; ok {
-					continue
-				}
-				seen[k] = struct{}{}
-			} else if seenEnc != nil {
-				scratch = t.keyCodec.Append(scratch[:0], k)
-				if _, ok := seenEnc[string(scratch)]; ok {
-					continue
-				}
-				seenEnc[string(scratch)] = struct{}{}
-			}
-			var i int
-			var found bool
-			i, found, hbuf = f.lookup(s, k, hbuf)
-			var w int64
-			if found && t.ttl > 0 {
-				if w = s.written[i]; f.now-w >= t.ttl {
-					found = false
-				}
-			}
-			if found && prev != nil {
-				var j int
-				var had, ok bool
-				j, had, hbuf = f.lookup(prev, k, hbuf)
-				if had {
-					mark := len(dst)
-					dst = append(dst, opSplice)
-					scratch = t.keyCodec.Append(scratch[:0], k)
-					dst = binary.AppendUvarint(dst, uint64(len(scratch)))
-					dst = append(dst, scratch...)
-					if scratch, ok = t.diff(scratch[:0], prev.slots[j].v, s.slots[i].v); ok {
-						if len(scratch) == 0 {
-							// Unchanged since the chain's value.
-							dst = dst[:mark]
-							continue
-						}
-						dst = binary.AppendUvarint(dst, uint64(len(scratch)))
-						dst = append(dst, scratch...)
-						dst = binary.AppendVarint(dst, 0)
-						n++
-						continue
-					}
-					dst = dst[:mark]
-				}
-			}
-			if found {
-				dst, scratch = f.appendEntry(dst, k, &s.slots[i].v, w, scratch)
-			} else {
-				dst, scratch = f.appendEntry(dst, k, nil, 0, scratch)
-			}
+	var scratch []byte
+	f.eachChanged(g, nil, func(e *changedEntry[K, V]) {
+		var wrote bool
+		if dst, scratch, wrote = f.t.appendChanged(dst, e, scratch); wrote {
 			n++
 		}
-	}
+	})
 	return dst, n
 }
 
 func (f *frozenCow[K, V]) appendDelimited(dst []byte, kg int) ([]byte, int) {
 	var scratch []byte
 	n := f.eachLive(kg, func(e *kv[K, V], w int64) {
-		dst, scratch = f.appendEntry(dst, e.k, &e.v, w, scratch)
+		dst, scratch = appendEntryOf(f.t, dst, e.k, &e.v, w, scratch)
 	})
 	return dst, n
 }

@@ -84,7 +84,7 @@ type kgTable[K comparable, V any] struct {
 	slab *slotSlab[K, V]
 	// changes holds the keys written or deleted since the last capture,
 	// for incremental checkpoints (see changelog.go); nil without them.
-	changes *kgChanges[K]
+	changes *kgChanges[K, V]
 }
 
 // The load factor at which a kgTable grows, and by how much. Most keys
@@ -158,7 +158,7 @@ type cowTable[K comparable, V any] struct {
 	// lastChanges and lastIndex are the change list of lastSlot's key
 	// group and lastSlot's index, set with lastSlot when the table keeps
 	// a changelog.
-	lastChanges *kgChanges[K]
+	lastChanges *kgChanges[K, V]
 	lastIndex   int
 	// diff, with a changelog and without TTL, encodes a changed value as
 	// edits of an earlier one (diffFor), for deltas; nil: written whole.
@@ -474,7 +474,7 @@ func (t *cowTable[K, V]) touch(s *kgTable[K, V], i int) {
 // back the entries after it that probing would otherwise no longer reach.
 func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 	if s.changes != nil {
-		s.changes.recordDelete(i, s.slots[i].k)
+		s.changes.recordDelete(i, s.slots[i].k, s.slots[i].v)
 	}
 	c := len(s.slots)
 	for j := i; ; {
@@ -555,17 +555,22 @@ func exactEqual(t reflect.Type) bool {
 func (t *cowTable[K, V]) put(k K, v V) {
 	if p := t.lastSlot; p != nil && p.k == k {
 		// The read before found k, and nothing has moved it since.
-		p.v = v
 		t.recordLast(k)
+		p.v = v
 	} else {
 		t.putAny(k, v)
 	}
 }
 
-// recordLast records a write of k through lastSlot in the changelog.
+// recordLast records in the changelog a write of k through lastSlot that
+// is about to happen.
 func (t *cowTable[K, V]) recordLast(k K) {
 	if t.changelog && t.lastChanges != nil {
-		t.lastChanges.record(t.lastIndex, k)
+		if t.diff != nil {
+			t.lastChanges.recordOld(t.lastIndex, k, t.lastSlot.v, true)
+		} else {
+			t.lastChanges.record(t.lastIndex, k)
+		}
 	}
 }
 
@@ -577,8 +582,18 @@ func (t *cowTable[K, V]) putAny(k K, v V) {
 	} else {
 		i = t.insert(s, k, m, i)
 	}
+	t.recordOld(s, i, ok)
 	s.slots[i].v = v
 	t.touch(s, i)
+}
+
+// recordOld lists the key in slot i of s (writable) with the value it is
+// about to lose (had: it had one), when the table's deltas write values
+// as edits of the old ones.
+func (t *cowTable[K, V]) recordOld(s *kgTable[K, V], i int, had bool) {
+	if t.diff != nil && s.changes != nil {
+		s.changes.recordOld(i, s.slots[i].k, s.slots[i].v, had)
+	}
 }
 
 func (t *cowTable[K, V]) del(k K) {
@@ -615,6 +630,7 @@ func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
 	} else {
 		i = t.insert(s, k, m, i)
 	}
+	t.recordOld(s, i, ok)
 	s.slots[i].v = nv
 	t.touch(s, i)
 }

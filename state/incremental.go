@@ -25,12 +25,17 @@ import (
 // checkpoint lists every file of its chain, and retention deletes a file
 // once no remaining checkpoint lists it.
 //
+// Once the chain exists, a capture copies the entries that changed
+// instead of freezing the tables (deltacapture.go): the tables' slot
+// arrays are not shared with it, so writes after it copy nothing.
+//
 // Once the deltas since the base outgrow twice the base (and
 // MemoryOptions.MaterializeBytes), or the chain holds more than
-// maxChainFiles files, a goroutine of the backend writes a new base from
-// the frozen view of the capture just persisted, beside the checkpoints; the first checkpoint after it is done lists that base and
-// the deltas written after its capture, and the files before it are
-// collected when the last checkpoint listing them is.
+// maxChainFiles files, the next capture also freezes the tables, and a
+// goroutine of the backend writes a new base from that frozen view,
+// beside the checkpoints; the first checkpoint after it is done lists
+// that base and the deltas written after its capture, and the files
+// before it are collected when the last checkpoint listing them is.
 //
 // Restore merges, per key group and table, the last base that covers the
 // key group with the deltas after it, and then keeps the chain: the next
@@ -128,15 +133,14 @@ type incrState struct {
 	chain       []chainFile
 	// lastSeq is the newest capture whose changes the chain holds.
 	lastSeq uint64
-	// last is that capture, if a file of this backend's chain was written
-	// from it (nil after a restore): deltas write changed values as edits
-	// of its values (Differ).
-	last *incrCapture
 	// baseBytes and deltaBytes total the chain's files.
 	baseBytes, deltaBytes int64
 	// full: the next checkpoint writes a base (restored from a full
 	// snapshot, or the chain was lost).
 	full bool
+	// wantBase: a materialization is due, and the next capture also
+	// freezes the tables, for it to write a base of them.
+	wantBase bool
 	// matRunning: the materialization goroutine runs; matDone is the base
 	// it wrote, not yet listed; matErr is its failure, reported by the
 	// next checkpoint.
@@ -158,10 +162,36 @@ type incrCapture struct {
 	// undelimited: a pending table was restored from a full snapshot, so
 	// its entries cannot be merged: the checkpoint is written whole.
 	undelimited bool
+	// whole holds the frozen tables (Freeze) of a capture of changes
+	// taken for a due materialization, which its persist starts and
+	// writes a base of them.
+	whole []FrozenTable
+	// changes: the tables captured their changes only (captureChanges),
+	// not every entry, so this capture can write a delta but no base.
+	// chainAt and before are the chain and the unpersisted captures at
+	// its capture: a capture persisted after a newer one lists them with a
+	// delta of its own.
+	changes bool
+	chainAt []chainFile
+	before  []*incrCapture
 }
 
-func (b *MemoryBackend) captureIncremental(c *memoryCapture) *incrCapture {
-	ic := &incrCapture{memoryCapture: *c, b: b}
+// captureKind says how the next capture captures the tables: changes
+// only, when the chain exists and the checkpoint will write a delta onto
+// it, and then also frozen whole (forBase) when a materialization is due.
+func (b *MemoryBackend) captureKind() (changes, forBase bool) {
+	inc := b.inc
+	if inc == nil {
+		return false, false
+	}
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	changes = len(inc.chain) > 0 && !inc.full
+	return changes, changes && inc.wantBase
+}
+
+func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes bool, whole []FrozenTable) *incrCapture {
+	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, whole: whole}
 	for _, p := range c.pending {
 		var d []restoredGroup
 		for _, g := range p.groups {
@@ -176,6 +206,13 @@ func (b *MemoryBackend) captureIncremental(c *memoryCapture) *incrCapture {
 	inc.mu.Lock()
 	inc.seq++
 	ic.seq = inc.seq
+	if changes {
+		ic.chainAt = slices.Clone(inc.chain)
+		ic.before = slices.Clone(inc.unpersisted)
+	}
+	if whole != nil {
+		inc.wantBase = false
+	}
 	inc.unpersisted = append(inc.unpersisted, ic)
 	inc.mu.Unlock()
 	return ic
@@ -183,7 +220,11 @@ func (b *MemoryBackend) captureIncremental(c *memoryCapture) *incrCapture {
 
 // Persist returns the full state, as without incremental checkpoints. The
 // changes it covers are then in no file: the next checkpoint writes a base.
+// A capture of changes holds no full state: it refuses.
 func (c *incrCapture) Persist() ([]KeyGroupData, error) {
+	if c.changes {
+		return nil, errors.New("persisting memory state: this capture holds the changes since the last checkpoint for a delta of the chain (PersistFiles), not the whole state")
+	}
 	groups, err := c.memoryCapture.Persist()
 	if err != nil {
 		return nil, err
@@ -228,7 +269,6 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	}
 	outOfOrder := c.seq <= inc.lastSeq
 	full := inc.full
-	last := inc.last
 	var earlier []*incrCapture
 	for _, u := range inc.unpersisted {
 		if u.seq < c.seq {
@@ -250,26 +290,45 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		}
 		inc.mu.Lock()
 		inc.dropUnpersisted(c.seq)
-		inc.full, inc.chain, inc.lastSeq, inc.last = true, nil, max(inc.lastSeq, c.seq), nil
+		inc.full, inc.chain, inc.lastSeq = true, nil, max(inc.lastSeq, c.seq)
 		inc.mu.Unlock()
 		return &FileState{KeyGroups: groups}, nil
-	case outOfOrder:
+	case outOfOrder && c.changes:
 		// A newer capture was persisted first (only callers other than
 		// the runtime do that): its chain holds these changes with later
-		// values, so this checkpoint gets a base of its own.
-		f, err := c.writeFile(sw.Write, true, nil, nil)
+		// values. This checkpoint lists the chain as it was at its
+		// capture, and a delta of its own changes and those of the
+		// captures then unpersisted.
+		for _, f := range c.chainAt {
+			if !sw.Has(f.name) {
+				return nil, fmt.Errorf("writing memory state: shared file %s of the chain of capture %d is gone", f.name, c.seq)
+			}
+		}
+		f, err := c.writeFile(sw.Write, false, c.before, "own.delta")
+		if err != nil {
+			return nil, err
+		}
+		return c.manifest(append(slices.Clone(c.chainAt), f)), nil
+	case outOfOrder:
+		// As above, for frozen tables: a base of their own.
+		f, err := c.writeFile(sw.Write, true, nil, "")
 		if err != nil {
 			return nil, err
 		}
 		return c.manifest([]chainFile{f}), nil
+	case full && c.changes:
+		inc.mu.Lock()
+		inc.dropUnpersisted(c.seq)
+		inc.mu.Unlock()
+		return nil, errors.New("writing memory state: the chain must start again with a base, and this capture holds only the changes since the last checkpoint; the next checkpoint writes the state whole")
 	case full:
-		f, err := c.writeFile(sw.Write, true, nil, nil)
+		f, err := c.writeFile(sw.Write, true, nil, "")
 		if err != nil {
 			return nil, err
 		}
 		inc.mu.Lock()
 		inc.dropUnpersisted(c.seq)
-		inc.chain, inc.lastSeq, inc.full, inc.last = []chainFile{f}, c.seq, false, c
+		inc.chain, inc.lastSeq, inc.full = []chainFile{f}, c.seq, false
 		inc.baseBytes, inc.deltaBytes = f.size, 0
 		inc.mu.Unlock()
 		return c.manifest([]chainFile{f}), nil
@@ -302,7 +361,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	}
 	changed := c.hasChanges(earlier)
 	if changed {
-		f, err := c.writeFile(sw.Write, false, earlier, last)
+		f, err := c.writeFile(sw.Write, false, earlier, "")
 		if err != nil {
 			return nil, err
 		}
@@ -314,10 +373,16 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	if usedBase && inc.matDone == newBase {
 		inc.matDone = nil
 	}
-	inc.chain, inc.lastSeq, inc.last = chain, c.seq, c
+	inc.chain, inc.lastSeq = chain, c.seq
 	inc.baseBytes, inc.deltaBytes = baseBytes, deltaBytes
 	inc.dropUnpersisted(c.seq)
-	if !inc.matRunning && inc.matDone == nil && (deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles) && !inc.closing.Load() {
+	due := deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles
+	switch {
+	case inc.matRunning || inc.matDone != nil || inc.closing.Load() || !due && c.whole == nil:
+	case c.changes && c.whole == nil:
+		// A base needs every entry: the next capture freezes the tables.
+		inc.wantBase = true
+	default:
 		inc.matRunning = true
 		inc.wg.Add(1)
 		go c.materialize(sw)
@@ -331,7 +396,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 func (c *incrCapture) materialize(sw SharedWriter) {
 	inc := c.b.inc
 	defer inc.wg.Done()
-	f, err := c.writeFile(sw.WriteUnpinned, true, nil, nil)
+	f, err := c.writeFile(sw.WriteUnpinned, true, nil, "")
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	inc.matRunning = false
@@ -374,27 +439,23 @@ func (c *incrCapture) manifest(chain []chainFile) *FileState {
 var errClosing = errors.New("the state backend is closing")
 
 // writeFile writes a base (every live entry of c) or a delta (the changes
-// of the earlier captures and c, as edits of last's values where it can)
-// through write and returns its chain entry.
-func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error, base bool, earlier []*incrCapture, last *incrCapture) (chainFile, error) {
+// of the earlier captures and c) through write and returns its chain
+// entry. suffix, if not empty, replaces the name's "base" or "delta".
+func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error, base bool, earlier []*incrCapture, suffix string) (chainFile, error) {
 	inc := c.b.inc
-	kind, suffix := byte(kindDelta), "delta"
+	kind := byte(kindDelta)
+	if suffix == "" {
+		suffix = "delta"
+	}
 	if base {
 		kind, suffix = kindBase, "base"
 	}
 	f := chainFile{name: fmt.Sprintf("mem-%s-%d.%s", inc.token, c.seq, suffix), base: base, applies: c.rng, seq: c.seq}
-	// The frozen tables of the same table in the earlier captures.
+	// The captures of the same table in the earlier captures.
 	var before [][]changeTable
-	var prev []changeTable
 	if !base {
 		before = make([][]changeTable, len(c.frozen))
-		prev = make([]changeTable, len(c.frozen))
 		for i, name := range c.names {
-			if last != nil {
-				if j := slices.Index(last.names, name); j >= 0 {
-					prev[i], _ = last.frozen[j].(changeTable)
-				}
-			}
 			for _, e := range earlier {
 				if j := slices.Index(e.names, name); j >= 0 {
 					if ct, ok := e.frozen[j].(changeTable); ok {
@@ -408,11 +469,15 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 		fw := &fileWriter{w: w}
 		fw.write(append([]byte(fileMagic), kind))
 		var scratch, sec []byte
+		tables := c.frozen
+		if base && c.whole != nil {
+			tables = c.whole
+		}
 		for kg := c.rng.Start; kg < c.rng.End && fw.err == nil; kg++ {
 			if base && inc.closing.Load() {
 				return errClosing
 			}
-			for i, fr := range c.frozen {
+			for i, fr := range tables {
 				ct, ok := fr.(changeTable)
 				if !ok {
 					return fmt.Errorf("state %q does not record changes", c.names[i])
@@ -421,7 +486,7 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 				if base {
 					scratch, n = ct.appendDelimited(scratch[:0], kg)
 				} else {
-					scratch, n = ct.appendChanges(scratch[:0], kg, before[i], prev[i])
+					scratch, n = ct.appendChanges(scratch[:0], kg, before[i])
 				}
 				if n > 0 {
 					sec = appendFileSection(sec[:0], kg, c.names[i], n, scratch)
@@ -1017,7 +1082,7 @@ func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
 			inc.full = true
 			return nil
 		}
-		inc.chain, inc.last = chain, nil
+		inc.chain = chain
 		inc.baseBytes, inc.deltaBytes = 0, 0
 		for _, f := range chain {
 			if f.base {

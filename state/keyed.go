@@ -102,8 +102,8 @@ func (s *ValueState[K, V]) Get(k K) (V, bool) {
 func (s *ValueState[K, V]) Put(k K, v V) {
 	if t := s.t; t != nil {
 		if p := t.lastSlot; p != nil && p.k == k {
-			p.v = v
 			t.recordLast(k)
+			p.v = v
 			return
 		}
 		t.putAny(k, v)

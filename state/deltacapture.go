@@ -1,0 +1,424 @@
+package state
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+)
+
+// Captures of changes. Once a backend with incremental checkpoints has a
+// chain, a capture needs only what changed since the last one: its delta.
+// Freezing the tables for that (Freeze) makes every key group that is
+// written afterwards copy its slot arrays, which costs as much as the
+// written key groups are large, every checkpoint interval; a table of a
+// few large key groups (COUNT(DISTINCT) entries live in their group's key
+// group) then copied most of itself each second, on the task goroutine.
+// So such a capture copies, per table, the entries its change lists name
+// (captureChanges, on the task goroutine: as much work as there were
+// changes) and leaves the tables as they are. A capture freezes the
+// tables only when a checkpoint needs every entry: the first one (no
+// chain yet), one that writes a base (after a restore from key-group
+// data, or once the chain was lost) and one a materialization writes its
+// base from.
+
+// changeCapturer is implemented by the tables that can capture their
+// changes without freezing (cowTable).
+type changeCapturer interface {
+	Table
+	// captureChanges copies the entries that changed since the last
+	// capture and starts new change lists.
+	captureChanges() FrozenTable
+}
+
+// changedEntry is one entry a capture of changes holds: a listed key with
+// its value as of the capture (present) or its deletion, and the value the
+// key had before its first write after the capture before (old).
+type changedEntry[K comparable, V any] struct {
+	k       K
+	v       V
+	w       int64 // write time, 0 without TTL
+	present bool
+	old     oldValue[V]
+}
+
+// changedCow is a cowTable's capture of changes: per key group (index into
+// the table's shards), the changed entries.
+type changedCow[K comparable, V any] struct {
+	t      *cowTable[K, V]
+	groups []changeList[K, V]
+}
+
+// changeList is the changed entries of one key group in one capture. A
+// reset list holds every live entry of the key group instead, replacing
+// what the chain held (written after an opReset entry): a key group whose
+// keys changed for the most part is copied whole, as a delta of frozen
+// tables writes it, which also spares a deletion for every key that came
+// and went in the interval.
+type changeList[K comparable, V any] struct {
+	entries []changedEntry[K, V]
+	reset   bool
+}
+
+// captureChanges implements changeCapturer. Entries captured keep the
+// table's values, which writes after it never change in place: a value
+// changed in place is cloned first once the epoch moves on, and the slot
+// arrays are written as they are (no capture holds them).
+func (t *cowTable[K, V]) captureChanges() FrozenTable {
+	d := &changedCow[K, V]{t: t, groups: make([]changeList[K, V], len(t.shards))}
+	now := int64(0)
+	if t.ttl > 0 {
+		now = t.now()
+	}
+	for g := range t.shards {
+		s := &t.shards[g]
+		c := s.changes
+		if c == nil || len(c.keys) == 0 {
+			continue
+		}
+		d.groups[g] = t.copyChanged(s, c, now)
+		c.restart()
+	}
+	t.lastSlot = nil
+	t.epoch++
+	return d
+}
+
+// copyChanged returns the entries of s that its change list c names, each
+// key once: its first listing holds the value it had before the interval.
+// Without old values, the deletions come first, then the slots whose bits
+// say their keys are listed, in slot order, without a lookup; a key
+// deleted and written again then has both, which apply in that order. A
+// key group of which at least half the entries are listed (by the count
+// of keys listed, deleted ones too) is copied whole instead (reset).
+func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now int64) changeList[K, V] {
+	if !c.withOlds && 2*len(c.keys) >= s.n {
+		out := make([]changedEntry[K, V], 0, s.n)
+		for i := range s.slots {
+			if !s.isUsed(i) {
+				continue
+			}
+			e := changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
+			if t.ttl > 0 {
+				if e.w = s.written[i]; now-e.w >= t.ttl {
+					continue
+				}
+			}
+			out = append(out, e)
+		}
+		return changeList[K, V]{entries: out, reset: true}
+	}
+	if !c.withOlds {
+		out := make([]changedEntry[K, V], 0, len(c.keys)+len(c.deleted))
+		for _, k := range c.deleted {
+			out = append(out, changedEntry[K, V]{k: k})
+		}
+		for wi, w := range c.listed {
+			for w != 0 {
+				i := wi<<6 | bits.TrailingZeros64(w)
+				w &= w - 1
+				e := changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
+				if t.ttl > 0 {
+					if e.w = s.written[i]; now-e.w >= t.ttl {
+						e = changedEntry[K, V]{k: e.k}
+					}
+				}
+				out = append(out, e)
+			}
+		}
+		return changeList[K, V]{entries: out}
+	}
+	out := make([]changedEntry[K, V], 0, len(c.keys))
+	var seen map[K]struct{}
+	var seenEnc map[string]struct{}
+	var scratch []byte
+	if c.dup {
+		if t.exact {
+			seen = make(map[K]struct{}, len(c.keys))
+		} else {
+			seenEnc = make(map[string]struct{}, len(c.keys))
+		}
+	}
+	for j, k := range c.keys {
+		if seen != nil {
+			if _, ok := seen[k]; ok {
+				continue
+			}
+			seen[k] = struct{}{}
+		} else if seenEnc != nil {
+			scratch = t.keyCodec.Append(scratch[:0], k)
+			if _, ok := seenEnc[string(scratch)]; ok {
+				continue
+			}
+			seenEnc[string(scratch)] = struct{}{}
+		}
+		e := changedEntry[K, V]{k: k}
+		if c.withOlds {
+			e.old = c.olds[j]
+		}
+		i, found := t.probe(s, k, t.hashKey(k))
+		if found && t.ttl > 0 {
+			if e.w = s.written[i]; now-e.w >= t.ttl {
+				found = false
+			}
+		}
+		if found {
+			e.v, e.present = s.slots[i].v, true
+		} else {
+			e.w = 0
+		}
+		out = append(out, e)
+	}
+	return changeList[K, V]{entries: out}
+}
+
+// AppendGroup implements FrozenTable. A capture of changes holds no key
+// group whole: the backend never asks it to (incrCapture.Persist refuses).
+func (d *changedCow[K, V]) AppendGroup([]byte, int) ([]byte, int) {
+	panic(fmt.Sprintf("state: the capture of changes of table %q has no whole key group to encode", d.t.name))
+}
+
+func (d *changedCow[K, V]) hasChanges() bool {
+	for _, g := range d.groups {
+		if len(g.entries) > 0 || g.reset {
+			return true
+		}
+	}
+	return false
+}
+
+// appendDelimited implements changeTable; see AppendGroup.
+func (d *changedCow[K, V]) appendDelimited(dst []byte, kg int) ([]byte, int) {
+	panic(fmt.Sprintf("state: the capture of changes of table %q has no whole key group to write", d.t.name))
+}
+
+// appendChanges implements changeTable.
+func (d *changedCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int) {
+	t := d.t
+	if !t.rng.Contains(kg) {
+		return dst, 0
+	}
+	g := kg - t.rng.Start
+	lists := changedLists[K, V](earlier, g, nil)
+	if l := d.groups[g]; len(l.entries) > 0 || l.reset {
+		lists = append(lists, l)
+	}
+	return t.appendMerged(dst, lists)
+}
+
+// changedLists returns the changed entries of shard g in the captures
+// earlier, oldest first, with the lookup buffer buf.
+func changedLists[K comparable, V any](earlier []changeTable, g int, buf []byte) []changeList[K, V] {
+	var lists []changeList[K, V]
+	for _, e := range earlier {
+		var l changeList[K, V]
+		switch e := e.(type) {
+		case *changedCow[K, V]:
+			l = e.groups[g]
+		case *frozenCow[K, V]:
+			l.entries, buf = e.changedEntries(g, buf)
+		}
+		if len(l.entries) > 0 || l.reset {
+			lists = append(lists, l)
+		}
+	}
+	return lists
+}
+
+// changedEntries returns the entries of shard g that f's change list
+// names, as of f's capture, each key once.
+func (f *frozenCow[K, V]) changedEntries(g int, buf []byte) ([]changedEntry[K, V], []byte) {
+	c := f.shards[g].changes
+	if c == nil || len(c.keys) == 0 {
+		return nil, buf
+	}
+	out := make([]changedEntry[K, V], 0, len(c.keys))
+	buf = f.eachChanged(g, buf, func(e *changedEntry[K, V]) { out = append(out, *e) })
+	return out, buf
+}
+
+// eachChanged calls fn with each entry of shard g that f's change list
+// names, as of f's capture, each key once, looked up with the buffer buf.
+func (f *frozenCow[K, V]) eachChanged(g int, buf []byte, fn func(*changedEntry[K, V])) []byte {
+	t := f.t
+	s := &f.shards[g]
+	c := s.changes
+	if c == nil || len(c.keys) == 0 {
+		return buf
+	}
+	var seen map[K]struct{}
+	var seenEnc map[string]struct{}
+	var scratch []byte
+	if c.dup {
+		if t.exact {
+			seen = make(map[K]struct{}, len(c.keys))
+		} else {
+			seenEnc = make(map[string]struct{}, len(c.keys))
+		}
+	}
+	for j, k := range c.keys {
+		if seen != nil {
+			if _, ok := seen[k]; ok {
+				continue
+			}
+			seen[k] = struct{}{}
+		} else if seenEnc != nil {
+			scratch = t.keyCodec.Append(scratch[:0], k)
+			if _, ok := seenEnc[string(scratch)]; ok {
+				continue
+			}
+			seenEnc[string(scratch)] = struct{}{}
+		}
+		e := changedEntry[K, V]{k: k}
+		if c.withOlds {
+			e.old = c.olds[j]
+		}
+		var i int
+		var found bool
+		i, found, buf = f.lookup(s, k, buf)
+		if found && t.ttl > 0 {
+			if e.w = s.written[i]; f.now-e.w >= t.ttl {
+				found = false
+			}
+		}
+		if found {
+			e.v, e.present = s.slots[i].v, true
+		} else {
+			e.w = 0
+		}
+		fn(&e)
+	}
+	return buf
+}
+
+// appendMerged appends the delimited entries of the changed-entry lists
+// (of consecutive captures, oldest first) as one delta: each key once,
+// with its value as of the newest capture that lists it, written as edits
+// of its value before the oldest one when the table diffs values. It
+// returns dst with the number of entries appended.
+// A reset list replaces everything before it: the delta then begins with
+// opReset, and its deletions only say that a key is absent.
+func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]byte, int) {
+	n := 0
+	for i := len(lists) - 1; i >= 0; i-- {
+		if lists[i].reset {
+			lists = lists[i:]
+			dst = append(dst, opReset)
+			n++
+			break
+		}
+	}
+	var entries []changedEntry[K, V]
+	switch len(lists) {
+	case 0:
+		return dst, n
+	case 1:
+		entries = lists[0].entries
+	default:
+		entries = t.mergeChanged(lists)
+	}
+	var scratch []byte
+	for i := range entries {
+		var wrote bool
+		dst, scratch, wrote = t.appendChanged(dst, &entries[i], scratch)
+		if wrote {
+			n++
+		}
+	}
+	return dst, n
+}
+
+// appendChanged appends the delimited entry of one changed entry: edits of
+// its old value when the table diffs values and the key had one, else its
+// value or its deletion. It writes nothing for a value the edits would
+// leave as it was, and reports whether it wrote.
+func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratch []byte) ([]byte, []byte, bool) {
+	if e.present && e.old.had && t.diff != nil {
+		mark := len(dst)
+		dst = append(dst, opSplice)
+		scratch = t.keyCodec.Append(scratch[:0], e.k)
+		dst = binary.AppendUvarint(dst, uint64(len(scratch)))
+		dst = append(dst, scratch...)
+		var ok bool
+		if scratch, ok = t.diff(scratch[:0], e.old.v, e.v); ok {
+			if len(scratch) == 0 {
+				// Unchanged since the chain's value.
+				return dst[:mark], scratch, false
+			}
+			dst = binary.AppendUvarint(dst, uint64(len(scratch)))
+			dst = append(dst, scratch...)
+			dst = binary.AppendVarint(dst, 0)
+			return dst, scratch, true
+		}
+		dst = dst[:mark]
+	}
+	if e.present {
+		dst, scratch = appendEntryOf(t, dst, e.k, &e.v, e.w, scratch)
+	} else {
+		dst, scratch = appendEntryOf(t, dst, e.k, nil, 0, scratch)
+	}
+	return dst, scratch, true
+}
+
+// mergeChanged merges the lists of consecutive captures (oldest first)
+// into one entry per key, in the order keys first appear: the value of the
+// newest capture listing the key, the old value of the oldest.
+func (t *cowTable[K, V]) mergeChanged(lists []changeList[K, V]) []changedEntry[K, V] {
+	total := 0
+	for _, l := range lists {
+		total += len(l.entries)
+	}
+	out := make([]changedEntry[K, V], 0, total)
+	var at map[K]int
+	var atEnc map[string]int
+	var scratch []byte
+	if t.exact {
+		at = make(map[K]int, total)
+	} else {
+		atEnc = make(map[string]int, total)
+	}
+	for _, l := range lists {
+		for _, e := range l.entries {
+			var j int
+			var ok bool
+			if at != nil {
+				j, ok = at[e.k]
+			} else {
+				scratch = t.keyCodec.Append(scratch[:0], e.k)
+				j, ok = atEnc[string(scratch)]
+			}
+			if !ok {
+				if at != nil {
+					at[e.k] = len(out)
+				} else {
+					atEnc[string(scratch)] = len(out)
+				}
+				out = append(out, e)
+				continue
+			}
+			old := out[j].old
+			out[j] = e
+			out[j].old = old
+		}
+	}
+	return out
+}
+
+// appendEntryOf appends key k of table t with its value v and write time w
+// (put) or its deletion (v nil).
+func appendEntryOf[K comparable, V any](t *cowTable[K, V], dst []byte, k K, v *V, w int64, scratch []byte) ([]byte, []byte) {
+	if v == nil {
+		dst = append(dst, opDelete)
+	} else {
+		dst = append(dst, opPut)
+	}
+	scratch = t.keyCodec.Append(scratch[:0], k)
+	dst = binary.AppendUvarint(dst, uint64(len(scratch)))
+	dst = append(dst, scratch...)
+	if v != nil {
+		scratch = t.valueCodec.Append(scratch[:0], *v)
+		dst = binary.AppendUvarint(dst, uint64(len(scratch)))
+		dst = append(dst, scratch...)
+		dst = binary.AppendVarint(dst, w)
+	}
+	return dst, scratch
+}

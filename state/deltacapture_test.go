@@ -1,0 +1,190 @@
+package state_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/clinkstream/clink/state"
+)
+
+// discard drops a capture as the runtime does for an aborted checkpoint.
+func discard(t *testing.T, b state.Backend) {
+	t.Helper()
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(interface{ Discard() error }).Discard(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Once a chain exists, a capture holds the changes since the last one:
+// Persist, which must return the whole state, refuses it with a message
+// that says why, and PersistFiles writes its delta.
+func TestMemoryCaptureOfChangesRefusesPersist(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	b := newIncremental(t, 1<<30)
+	defer b.Close()
+	if err := b.Open(state.KeyGroupRange{Start: 0, End: 4}, 4); err != nil {
+		t.Fatal(err)
+	}
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Put(1, 1)
+	persistFiles(t, b, sf)
+	v.Put(2, 2)
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Persist(); err == nil || err.Error() != "persisting memory state: this capture holds the changes since the last checkpoint for a delta of the chain (PersistFiles), not the whole state" {
+		t.Fatalf("Persist of a capture of changes: %v", err)
+	}
+	fs, err := c.(state.FileCaptured).PersistFiles(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newIncremental(t, 1<<30)
+	defer r.Close()
+	if err := r.Open(state.KeyGroupRange{Start: 0, End: 4}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := rv.Get(1); a != 1 {
+		t.Errorf("restored key 1 = %d", a)
+	}
+	if a, _ := rv.Get(2); a != 2 {
+		t.Errorf("restored key 2 = %d", a)
+	}
+}
+
+// Keys that come and go between two checkpoints (session windows opened
+// and merged, say) leave the key group of a few live entries: its delta
+// writes those entries after a reset, not a deletion per key that went.
+func TestMemoryDeltaOfChurnedKeyGroupIsItsEntries(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	const maxP = 4
+	b := newIncremental(t, 1<<30)
+	defer b.Close()
+	if err := b.Open(state.KeyGroupRange{Start: 0, End: maxP}, maxP); err != nil {
+		t.Fatal(err)
+	}
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(8) {
+		v.Put(k, k)
+	}
+	persistFiles(t, b, sf)
+	for k := int64(100); k < 20_100; k++ {
+		v.Put(k, k)
+		v.Delete(k)
+	}
+	v.Put(3, 33)
+	fs := persistFiles(t, b, sf)
+	if n := fileSize(t, sf, newest(fs)); n > 400 {
+		t.Fatalf("delta after 20000 keys came and went among 8 is %d bytes", n)
+	}
+	r := newIncremental(t, 1<<30)
+	defer r.Close()
+	if err := r.Open(state.KeyGroupRange{Start: 0, End: maxP}, maxP); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int64{}
+	rv.Range(func(k, x int64) bool { got[k] = x; return true })
+	want := map[int64]int64{0: 0, 1: 1, 2: 2, 3: 33, 4: 4, 5: 5, 6: 6, 7: 7}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("restored %v, want %v", got, want)
+	}
+}
+
+// The changes of discarded captures go into the next delta, merged with
+// its own: each key once, with its newest value, and a value that grew is
+// written as edits of the value the chain holds from before the discarded
+// captures, also when the key was deleted and written again in between.
+// Float keys, whose == differs from equal encodings (+0 and -0), are
+// merged by their encodings.
+func TestMemoryDeltaMergesDiscardedCaptures(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	b := newIncremental(t, 1<<30)
+	defer b.Close()
+	if err := b.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv, err := state.NewValue(b, "f", state.CodecFor[float64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	negZero := math.Copysign(0, -1)
+	floats := map[float64]int64{}
+	putF := func(k float64, x int64) { fv.Put(k, x); floats[k] = x }
+	delF := func(k float64) { fv.Delete(k); delete(floats, k) }
+	rnd := rand.New(rand.NewPCG(7, 8))
+	m := sidesModel{}
+	mutateSides(rnd, v, m, 200, keysIn(full))
+	putF(0, 1)
+	putF(1.5, 2)
+	persistFiles(t, b, sf)
+	for round := range 20 {
+		mutateSides(rnd, v, m, 40, keysIn(full))
+		switch round % 4 {
+		case 0:
+			delF(0)
+			putF(negZero, int64(round))
+		case 1:
+			delF(negZero)
+			putF(0, int64(round))
+		case 2:
+			putF(1.5, int64(round))
+			delF(1.5)
+			putF(1.5, int64(-round))
+		}
+		if round%3 != 2 {
+			discard(t, b)
+			continue
+		}
+		fs := persistFiles(t, b, sf)
+		r, _, got := restoredSides(t, []*state.FileState{fs}, sf, full)
+		rf, err := state.NewValue(r, "f", state.CodecFor[float64](), state.CodecFor[int64]())
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotF := map[string]int64{}
+		rf.Range(func(k float64, x int64) bool { gotF[fmt.Sprintf("%x", math.Float64bits(k))] = x; return true })
+		wantF := map[string]int64{}
+		for k, x := range floats {
+			wantF[fmt.Sprintf("%x", math.Float64bits(k))] = x
+		}
+		r.Close()
+		if got.String() != m.String() {
+			t.Fatalf("round %d: restored state differs\ngot:\n%s\nwant:\n%s", round, got, m)
+		}
+		if fmt.Sprint(gotF) != fmt.Sprint(wantF) {
+			t.Fatalf("round %d: restored float keys %v, want %v", round, gotF, wantF)
+		}
+	}
+}
