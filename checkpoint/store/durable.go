@@ -47,7 +47,9 @@ func isTemp(name string) bool {
 
 // writeChunk bounds the scratch buffer WriteFileDurable copies through.
 // vfs.File.Write may modify the slice it is given (MemFS does under the race
-// detector), and the caller's data must stay intact.
+// detector), and the caller's data must stay intact. The operating system's
+// files do not, so on vfs.Default a part of at least writeChunk bytes is
+// written as it is.
 const writeChunk = 64 << 10
 
 // WriteFileDurable writes data to path so that, once it returns nil, a crash
@@ -70,20 +72,21 @@ const writeChunk = 64 << 10
 // The parent directory must exist. Two concurrent writes of the same path are
 // not supported: they share the temp name.
 func WriteFileDurable(fs vfs.FS, path string, data []byte, fsync bool) error {
-	_, err := writeFileDurable(fs, path, data, fsync)
+	_, err := writeFileDurable(fs, path, [][]byte{data}, fsync)
 	return err
 }
 
-// writeFileDurable is WriteFileDurable that also returns the directory sync
-// error it ignored, so that a Store can log it.
-func writeFileDurable(fs vfs.FS, path string, data []byte, fsync bool) (dirErr, err error) {
+// writeFileDurable is WriteFileDurable of the concatenation of parts, which
+// it does not build (the parts are written one after the other), and also
+// returns the directory sync error it ignored, so that a Store can log it.
+func writeFileDurable(fs vfs.FS, path string, parts [][]byte, fsync bool) (dirErr, err error) {
 	tmp := fs.PathJoin(fs.PathDir(path), tempPrefix+fs.PathBase(path)+tempSuffix)
 	create := func() (vfs.File, error) {
 		f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 		if err != nil {
 			return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
 		}
-		if err := writeAll(f, data); err != nil {
+		if err := writeAll(f, parts, isOSFS(fs)); err != nil {
 			return f, fmt.Errorf("writing %s: %w", tmp, pathCause(err))
 		}
 		return f, nil
@@ -212,24 +215,58 @@ func copyAll(f vfs.File, r io.Reader) error {
 	}
 }
 
-// writeAll writes data through a scratch buffer; see writeChunk.
-func writeAll(f vfs.File, data []byte) error {
-	if len(data) == 0 {
+// writeAll writes the concatenation of parts through a scratch buffer (see
+// writeChunk), in writes of writeChunk bytes but for the last; with direct,
+// it writes a part of at least writeChunk bytes without copying it.
+func writeAll(f vfs.File, parts [][]byte, direct bool) error {
+	total := 0
+	for _, p := range parts {
+		total += len(p)
+	}
+	if total == 0 {
 		return nil
 	}
-	buf := make([]byte, min(len(data), writeChunk))
-	for len(data) > 0 {
-		n := copy(buf, data)
-		w, err := f.Write(buf[:n])
-		if err == nil && w != n {
-			err = fmt.Errorf("short write: %d of %d bytes", w, n)
+	var buf []byte
+	write := func(p []byte) error {
+		w, err := f.Write(p)
+		if err == nil && w != len(p) {
+			err = fmt.Errorf("short write: %d of %d bytes", w, len(p))
 		}
-		if err != nil {
-			return err
-		}
-		data = data[n:]
+		return err
 	}
-	return nil
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		err := write(buf)
+		buf = buf[:0]
+		return err
+	}
+	for _, p := range parts {
+		if direct && len(p) >= writeChunk {
+			if err := flush(); err != nil {
+				return err
+			}
+			if err := write(p); err != nil {
+				return err
+			}
+			continue
+		}
+		for len(p) > 0 {
+			if buf == nil {
+				buf = make([]byte, 0, min(total, writeChunk))
+			}
+			n := min(len(p), cap(buf)-len(buf))
+			buf = append(buf, p[:n]...)
+			p = p[n:]
+			if len(buf) == cap(buf) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return flush()
 }
 
 // SyncDir fsyncs directory dir on the operating system's filesystem, with

@@ -240,7 +240,52 @@ func (s *TaskSnapshot) Size() int {
 // Marshal encodes s. s must pass Validate; nil and empty byte slices other
 // than Offset encode alike.
 func (s *TaskSnapshot) Marshal() []byte {
-	b := make([]byte, 0, s.Size())
+	return s.marshal(math.MaxInt)[0]
+}
+
+// PartMin is the length from which MarshalParts passes a byte string on as
+// a part of its own instead of copying it.
+const PartMin = 4 << 10
+
+// MarshalParts encodes s as Marshal does, as a sequence of byte slices
+// whose concatenation is Marshal's result. Key group, operator state and
+// in-flight data of at least PartMin bytes are parts of their own: s's
+// slices, not copies, so that a snapshot whose in-flight records are
+// megabytes is not copied once more to be written. s must not change until
+// the parts have been written; the other parts share one new buffer.
+func (s *TaskSnapshot) MarshalParts() [][]byte {
+	return s.marshal(PartMin)
+}
+
+// marshal encodes s into one buffer, except for byte strings of at least
+// big bytes, which become parts of their own.
+func (s *TaskSnapshot) marshal(big int) [][]byte {
+	size := s.Size()
+	// b holds every byte that is not a part of s: it is allocated at its
+	// final size, so the parts cut from it never move.
+	bigParts := 0
+	s.forData(func(d []byte) {
+		if len(d) >= big {
+			size -= len(d)
+			bigParts++
+		}
+	})
+	b := make([]byte, 0, size)
+	parts := make([][]byte, 0, 2*bigParts+1)
+	cut := 0 // start of b's part under way
+	crc := uint32(0)
+	// data appends a length-prefixed byte string, as a part of its own
+	// when it is big.
+	data := func(d []byte) {
+		b = binary.AppendUvarint(b, uint64(len(d)))
+		if len(d) < big {
+			b = append(b, d...)
+			return
+		}
+		parts = append(parts, b[cut:len(b):len(b)], d)
+		crc = crc32.Update(crc32.Update(crc, castagnoli, b[cut:]), castagnoli, d)
+		cut = len(b)
+	}
 	b = append(b, snapshotMagic...)
 	b = binary.BigEndian.AppendUint16(b, SnapshotFormatVersion)
 	b = binary.AppendUvarint(b, uint64(s.Checkpoint))
@@ -264,21 +309,40 @@ func (s *TaskSnapshot) Marshal() []byte {
 		for _, kg := range op.KeyGroups {
 			b = binary.AppendUvarint(b, uint64(kg.KeyGroup))
 			b = binary.AppendUvarint(b, uint64(kg.Entries))
-			b = appendString(b, kg.Data)
+			data(kg.Data)
 		}
 		b = binary.AppendUvarint(b, uint64(len(op.OperatorState)))
 		for _, ns := range op.OperatorState {
 			b = appendString(b, ns.Name)
-			b = appendString(b, ns.Data)
+			data(ns.Data)
 		}
 		b = binary.AppendUvarint(b, uint64(len(op.InFlight)))
 		for _, in := range op.InFlight {
 			b = binary.AppendUvarint(b, uint64(in.Input))
 			b = binary.AppendUvarint(b, uint64(in.Records))
-			b = appendString(b, in.Data)
+			data(in.Data)
 		}
 	}
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	crc = crc32.Update(crc, castagnoli, b[cut:])
+	b = binary.BigEndian.AppendUint32(b, crc)
+	return append(parts, b[cut:])
+}
+
+// forData calls f with every key group, operator state and in-flight byte
+// string of s.
+func (s *TaskSnapshot) forData(f func([]byte)) {
+	for i := range s.Operators {
+		op := &s.Operators[i]
+		for _, kg := range op.KeyGroups {
+			f(kg.Data)
+		}
+		for _, ns := range op.OperatorState {
+			f(ns.Data)
+		}
+		for _, in := range op.InFlight {
+			f(in.Data)
+		}
+	}
 }
 
 func appendString[T string | []byte](b []byte, s T) []byte {

@@ -421,3 +421,91 @@ func FuzzUnmarshalTaskSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// enlarge makes some of s's byte strings as long as PartMin or about it,
+// so that MarshalParts has parts of their own to pass on.
+func enlarge(t *rapid.T, s *TaskSnapshot) {
+	size := rapid.SampledFrom([]int{0, PartMin - 1, PartMin, PartMin + 1, 3 * PartMin})
+	big := func(d []byte, label string) []byte {
+		if n := size.Draw(t, label); n > 0 {
+			return bytes.Repeat([]byte{byte(n)}, n)
+		}
+		return d
+	}
+	for i := range s.Operators {
+		op := &s.Operators[i]
+		for j := range op.KeyGroups {
+			op.KeyGroups[j].Data = big(op.KeyGroups[j].Data, "bigKeyGroup")
+		}
+		for j := range op.OperatorState {
+			op.OperatorState[j].Data = big(op.OperatorState[j].Data, "bigState")
+		}
+		for j := range op.InFlight {
+			op.InFlight[j].Data = big(op.InFlight[j].Data, "bigInFlight")
+		}
+	}
+}
+
+// TestSnapshotMarshalParts checks that the parts add up to Marshal's bytes
+// and that every byte string of at least PartMin bytes is one of them, not
+// a copy.
+func TestSnapshotMarshalParts(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := genSnapshot(t)
+		enlarge(t, s)
+		parts := s.MarshalParts()
+		if got, want := bytes.Join(parts, nil), s.Marshal(); !bytes.Equal(got, want) {
+			t.Fatalf("parts join to %d bytes that differ from Marshal's %d", len(got), len(want))
+		}
+		var big [][]byte
+		s.forData(func(d []byte) {
+			if len(d) >= PartMin {
+				big = append(big, d)
+			}
+		})
+		if len(parts) != 2*len(big)+1 {
+			t.Fatalf("%d parts for %d byte strings of PartMin bytes or more, want %d", len(parts), len(big), 2*len(big)+1)
+		}
+		for k, d := range big {
+			if p := parts[2*k+1]; len(p) != len(d) || &p[0] != &d[0] {
+				t.Fatalf("part %d is not the snapshot's byte string %d of %d bytes", 2*k+1, k, len(d))
+			}
+		}
+	})
+}
+
+// TestSnapshotMarshalPartsOfInFlight pins the parts of a snapshot with
+// megabytes of in-flight records: the records are passed on, and the rest
+// is one buffer on each side of them.
+func TestSnapshotMarshalPartsOfInFlight(t *testing.T) {
+	records := bytes.Repeat([]byte("record"), 300_000)
+	s := &TaskSnapshot{
+		Checkpoint: 4, Task: "sink-0", Parallelism: 1, MaxParallelism: 128,
+		Operators: []OperatorSnapshot{
+			{UID: "sink", Watermark: NoWatermark, InFlight: []InFlight{{Input: 0, Records: 300_000, Data: records}}},
+			{UID: "after", Watermark: NoWatermark},
+		},
+	}
+	parts := s.MarshalParts()
+	if len(parts) != 3 || &parts[1][0] != &records[0] || len(parts[1]) != len(records) {
+		t.Fatalf("parts of %v bytes, want the %d bytes of in-flight records between two others", lens(parts), len(records))
+	}
+	if n := len(parts[0]) + len(parts[2]); n > 100 {
+		t.Fatalf("%d bytes besides the in-flight records", n)
+	}
+	got, err := UnmarshalTaskSnapshot(bytes.Join(parts, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Fatal("the parts decode to another snapshot")
+	}
+}
+
+func lens(parts [][]byte) []int {
+	n := make([]int, len(parts))
+	for i, p := range parts {
+		n[i] = len(p)
+	}
+	return n
+}

@@ -238,6 +238,12 @@ func (s *Store) SnapshotPath(id checkpoint.ID, name string) string {
 // checkpoint directory. The caller acks the checkpoint only after
 // WriteSnapshot returns nil.
 func (s *Store) WriteSnapshot(id checkpoint.ID, name string, data []byte) (int64, error) {
+	return s.WriteSnapshotParts(id, name, [][]byte{data})
+}
+
+// WriteSnapshotParts is WriteSnapshot of the concatenation of parts (see
+// TaskSnapshot.MarshalParts), which it writes one after the other.
+func (s *Store) WriteSnapshotParts(id checkpoint.ID, name string, parts [][]byte) (int64, error) {
 	if err := checkID(id); err != nil {
 		return 0, fmt.Errorf("writing snapshot %s: %w", name, err)
 	}
@@ -248,10 +254,14 @@ func (s *Store) WriteSnapshot(id checkpoint.ID, name string, data []byte) (int64
 	if err := s.ensureChkDir(id); err != nil {
 		return 0, err
 	}
-	if err := s.writeDurable(s.SnapshotPath(id, name), data); err != nil {
+	if err := s.writeDurable(s.SnapshotPath(id, name), parts); err != nil {
 		return 0, fmt.Errorf("writing snapshot of checkpoint %d: %w", id, err)
 	}
-	return int64(len(data)), nil
+	var n int64
+	for _, p := range parts {
+		n += int64(len(p))
+	}
+	return n, nil
 }
 
 // WriteTaskSnapshot validates, encodes and writes snap under the name
@@ -260,7 +270,7 @@ func (s *Store) WriteTaskSnapshot(snap *TaskSnapshot) (int64, error) {
 	if err := snap.Validate(); err != nil {
 		return 0, fmt.Errorf("writing snapshot %s of checkpoint %d: %w", snap.Task, snap.Checkpoint, err)
 	}
-	return s.WriteSnapshot(snap.Checkpoint, snap.Task, snap.Marshal())
+	return s.WriteSnapshotParts(snap.Checkpoint, snap.Task, snap.MarshalParts())
 }
 
 // ensureChkDir creates chk-<id> if this Store has not yet seen it.
@@ -291,8 +301,8 @@ func (s *Store) ensureChkDir(id checkpoint.ID) error {
 
 // writeDurable is WriteFileDurable with the fsync setting read now and an
 // ignored directory-sync failure logged.
-func (s *Store) writeDurable(path string, data []byte) error {
-	dirErr, err := writeFileDurable(s.fs, path, data, FsyncEnabled())
+func (s *Store) writeDurable(path string, parts [][]byte) error {
+	dirErr, err := writeFileDurable(s.fs, path, parts, FsyncEnabled())
 	if dirErr != nil {
 		s.log.Warn("directory sync failed; a crash may lose the new file", "path", path, "err", dirErr)
 	}
@@ -395,7 +405,7 @@ func (s *Store) writeMarker(prefix string, id checkpoint.ID) error {
 	// counts. A marker is a commit decision: sinks publish once it is
 	// written, so a directory sync that fails fails the marker too (a
 	// crash could otherwise lose a marker whose output is published).
-	dirErr, err := writeFileDurable(s.fs, path, []byte(strconv.FormatUint(uint64(id), 10)+"\n"), FsyncEnabled())
+	dirErr, err := writeFileDurable(s.fs, path, [][]byte{[]byte(strconv.FormatUint(uint64(id), 10) + "\n")}, FsyncEnabled())
 	if err == nil && dirErr != nil {
 		err = fmt.Errorf("syncing the directory of %s: %w", path, dirErr)
 	}
