@@ -41,33 +41,43 @@ type overtakenEncoding struct {
 	progress chan struct{}
 	done     chan struct{}
 	// data holds the length-prefixed encoded batches (appendFrame), records
-	// their record count; read only after done is closed.
+	// their record count; read only after done is closed. They start with
+	// what the task had captured of the input's records for the checkpoint
+	// before the barrier arrived there (head), so that the snapshot has
+	// the input's records in one buffer without copying them again.
 	data    []byte
 	records int
 }
 
 // start encodes e.elems through op's EncodeBatch for logical input logical
-// on a new goroutine, calling finished when it is done.
-func (e *overtakenEncoding) start(op Operator, logical int, finished func()) {
+// on a new goroutine, after head (records of head encoded records, which it
+// copies), calling finished when it is done.
+func (e *overtakenEncoding) start(op Operator, logical int, head []byte, records int, finished func()) {
 	e.done = make(chan struct{})
 	e.progress = make(chan struct{}, 1)
 	go func() {
 		defer finished()
 		defer close(e.done)
 		var scratch []byte
-		batches := 0
+		batches, total := 0, 0
 		for _, el := range e.elems {
 			if el.Kind == KindRecords {
 				batches++
+				total += el.Batch.Len()
 			}
 		}
+		e.records = records
 		for k, el := range e.elems {
 			if el.Kind == KindRecords {
 				scratch = op.EncodeBatch(logical, el.Batch, scratch[:0])
 				if e.data == nil {
-					// Room for as many batches of about this size: the
-					// queue of a backpressured channel is megabytes.
-					e.data = make([]byte, 0, batches*(len(scratch)+binary.MaxVarintLen64))
+					// Room for the head and as many records of about
+					// this size, with a margin: the queue of a
+					// backpressured channel is megabytes, and growing
+					// the buffer copies it.
+					perRecord := len(scratch) / max(el.Batch.Len(), 1)
+					room := total*perRecord + total*perRecord/8 + batches*binary.MaxVarintLen64
+					e.data = append(make([]byte, 0, len(head)+room), head...)
 				}
 				e.data = appendFrame(e.data, scratch)
 				e.records += el.Batch.Len()
@@ -77,6 +87,9 @@ func (e *overtakenEncoding) start(op Operator, logical int, finished func()) {
 			case e.progress <- struct{}{}:
 			default:
 			}
+		}
+		if e.data == nil {
+			e.data = head
 		}
 		e.elems = nil
 	}()
@@ -102,8 +115,8 @@ func (e *overtakenEncoding) wait(pos int64) {
 
 // appendTails appends the encoded tails to the in-flight records of their
 // inputs in inflight, waiting for each encoding to end, and returns the
-// records ordered by input. A tail follows whatever inflight already holds
-// for its input: the task captured that before the barrier arrived there.
+// records ordered by input. A tail follows whatever inflight still holds
+// for its input (captureOvertaken normally moved that into the tail).
 func appendTails(inflight []store.InFlight, tails []*overtakenEncoding) []store.InFlight {
 	for _, tl := range tails {
 		<-tl.done

@@ -471,3 +471,67 @@ func TestTaskEncodesOvertakenBatchesOffItsGoroutine(t *testing.T) {
 		t.Errorf("the restored task processed %v, want %v", restored.seen, ints(1, 9))
 	}
 }
+
+// When a task captured records of an input for an unaligned checkpoint
+// before that input's barrier arrived, and the barrier then overtook queued
+// batches, the snapshot holds the captured records and then the overtaken
+// ones, in order, as the input's in-flight records.
+func TestTaskCapturedRecordsPrecedeOvertakenOnes(t *testing.T) {
+	t.Setenv(store.FsyncEnvVar, "0")
+	wake := make(chan struct{}, 1)
+	in0 := NewChannel(16, wake)
+	in1 := NewChannel(16, wake)
+	in0.PushPriority(bar(1))
+	mustPush(t, in0, EndElement())
+	mustPush(t, in1, rec(1, 2), rec(3, 4), rec(5))
+	op := &stepOp{after: map[int]func(){}, canUnalign: true, clobber: true}
+	// Once 1,2 (popped after the barrier on input 0) is processed, the
+	// barrier arrives on input 1 and overtakes 3,4 and 5.
+	op.after[2] = func() {
+		in1.PushPriority(bar(1))
+		if err := in1.Push(EndElement(), never); err != nil {
+			t.Error(err)
+		}
+	}
+	st := runStepTask(t, op, []*Channel{in0, in1}, wake, nil, nil)
+	seen, inflight := stepSnapshot(t, st, 1, 2)
+	if len(seen) != 0 || len(inflight[0]) != 0 || !slices.Equal(inflight[1], ints(1, 5)) {
+		t.Errorf("checkpoint 1 holds %v as processed and %v in flight, want nothing and [[] %v]", seen, inflight, ints(1, 5))
+	}
+	if !slices.Equal(op.seen, ints(1, 5)) {
+		t.Errorf("processed %v, want %v", op.seen, ints(1, 5))
+	}
+}
+
+// The encoding of what a barrier overtook takes over the records the task
+// had captured of that input before (the head) and appends to them, so
+// that the input's in-flight records reach the snapshot file in one buffer,
+// which MarshalParts passes on without another copy.
+func TestOvertakenEncodingHoldsTheHead(t *testing.T) {
+	head := appendFrame(nil, encodeInts(nil, intBatch{1, 2}))
+	var big []int
+	for v := 3; v < 3+store.PartMin; v++ {
+		big = append(big, v)
+	}
+	enc := &overtakenEncoding{input: 1, n: 2, elems: []Element{rec(big...), wmark(7), rec(-1)}}
+	ended := make(chan struct{})
+	enc.start(&stepOp{}, 0, head, 2, func() { close(ended) })
+	<-ended
+	inflight := appendTails([]store.InFlight{{Input: 0, Records: 1, Data: appendFrame(nil, encodeInts(nil, intBatch{0}))}}, []*overtakenEncoding{enc})
+	if len(inflight) != 2 || inflight[1].Input != 1 || inflight[1].Records != 3+len(big) {
+		t.Fatalf("in-flight records %+v, want input 0 and input 1 with %d records", inflight, 3+len(big))
+	}
+	want := appendFrame(appendFrame(slices.Clone(head), encodeInts(nil, big)), encodeInts(nil, intBatch{-1}))
+	if got := inflight[1].Data; !slices.Equal(got, want) || &got[0] != &enc.data[0] {
+		t.Fatal("input 1's in-flight records are not the encoding's buffer of the head and then the overtaken batches")
+	}
+	snap := &store.TaskSnapshot{Checkpoint: 1, Task: "op-0", Parallelism: 1, MaxParallelism: 1,
+		Operators: []store.OperatorSnapshot{{UID: "op", Watermark: store.NoWatermark, InFlight: inflight}}}
+	found := false
+	for _, p := range snap.MarshalParts() {
+		found = found || &p[0] == &enc.data[0]
+	}
+	if !found {
+		t.Fatal("MarshalParts copied the in-flight records of input 1")
+	}
+}

@@ -498,8 +498,17 @@ func (t *operatorTask) captureOvertaken(i int, id checkpoint.ID, n int) {
 		return
 	}
 	enc := &overtakenEncoding{input: i, first: t.popped[i], n: len(elems), elems: elems}
+	// What the task captured of channel i for id before the barrier arrived
+	// there is complete (no later batch of channel i precedes the barrier):
+	// the encoding takes it over as the head of its buffer.
+	var head []byte
+	var records int
+	if f := p.inflight[i]; f != nil {
+		head, records = f.Data, f.Records
+		delete(p.inflight, i)
+	}
 	t.encoders.Add(1)
-	enc.start(t.op, t.logical[i], t.encoders.Done)
+	enc.start(t.op, t.logical[i], head, records, t.encoders.Done)
 	p.tails = append(p.tails, enc)
 	t.encoding[i] = append(t.encoding[i], enc)
 }

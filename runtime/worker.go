@@ -131,7 +131,10 @@ func (w *snapshotWorker) persist(job snapshotJob) {
 		w.acks.decline(job.id, w.participant, fmt.Errorf("building snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
 		return
 	}
-	n, err := w.store.WriteSnapshot(job.id, w.name, snap.Marshal())
+	// The parts pass the in-flight records on as they were encoded: under
+	// backpressure they are megabytes, and another copy of them delayed
+	// the ack.
+	n, err := w.store.WriteSnapshotParts(job.id, w.name, snap.MarshalParts())
 	if err != nil {
 		w.acks.decline(job.id, w.participant, fmt.Errorf("persisting snapshot of %s for checkpoint %d: %w", w.name, job.id, err))
 		return
