@@ -57,6 +57,9 @@ func openBackend(opts *Options, tc *runtime.TaskContext, uid string, rs restoreS
 	if err := b.Open(state.RangeForSubtask(tc.Subtask, tc.MaxParallelism, tc.Parallelism), tc.MaxParallelism); err != nil {
 		return nil, err
 	}
+	if u, ok := b.(state.SharedUser); ok && tc.Shared != nil {
+		u.UseShared(tc.Shared)
+	}
 	if fr, ok := b.(state.FileRestorer); ok {
 		if snaps := rs.fileStates(); len(snaps) > 0 {
 			if tc.Shared == nil {
@@ -221,3 +224,14 @@ func backendSnapshot(uid string, id checkpoint.ID, b state.Backend, shared *stor
 		return s, nil
 	}, nil
 }
+
+// backendHolder is a chain member that holds a state backend once open.
+type backendHolder interface {
+	stateBackend() state.Backend
+}
+
+func (m *keyedMember[K, V]) stateBackend() state.Backend   { return m.backend }
+func (m *joinMember[K, A, B]) stateBackend() state.Backend { return m.backend }
+
+// preemptive is state.Preemptive, as the chain asks for it.
+type preemptive interface{ PersistPreemptively() error }

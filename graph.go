@@ -63,11 +63,14 @@ func (c *counters) publish() {
 
 // buildCtx collects the members of one task's chain while it is built.
 type buildCtx struct {
-	tc         *runtime.TaskContext
-	batchSize  int
-	members    []member
-	flushers   []flusher
-	timed      []timedMember
+	tc        *runtime.TaskContext
+	batchSize int
+	members   []member
+	flushers  []flusher
+	timed     []timedMember
+	// preemptive are the members' state backends that persist changes
+	// ahead of checkpoints; the chain asks them after each batch.
+	preemptive []preemptive
 	edgeIndex  map[*edge]int
 	all        []*counters
 	opts       *Options
@@ -268,6 +271,11 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 		if l, ok := m.(listenerMember); ok {
 			ls = append(ls, l)
 		}
+		if h, ok := m.(backendHolder); ok {
+			if p, ok := h.stateBackend().(preemptive); ok {
+				bc.preemptive = append(bc.preemptive, p)
+			}
+		}
 	}
 	c.members.Store(&ls)
 	return nil
@@ -401,15 +409,33 @@ func (c *operatorChain) Open(tc *runtime.TaskContext) error {
 }
 
 func (c *operatorChain) ProcessBatch(input int, b runtime.Batch) error {
-	_, err := c.feeders[input](b, 0, nil)
-	return err
+	if _, err := c.feeders[input](b, 0, nil); err != nil {
+		return err
+	}
+	return c.persistPreemptively()
 }
 
 // ProcessBatchFrom lets the runtime take an unaligned barrier between two
 // records of a batch (runtime.ResumableOperator): a chain that is slow per
 // record would otherwise hold the checkpoint back by a whole batch.
 func (c *operatorChain) ProcessBatchFrom(input int, b runtime.Batch, from int, in *runtime.Interrupt) (int, error) {
-	return c.feeders[input](b, from, in)
+	next, err := c.feeders[input](b, from, in)
+	if err != nil {
+		return next, err
+	}
+	return next, c.persistPreemptively()
+}
+
+// persistPreemptively lets the chain's state backends write the changes
+// gathered since their last capture ahead of the next checkpoint; it runs
+// between two records.
+func (c *operatorChain) persistPreemptively() error {
+	for _, p := range c.bc.preemptive {
+		if err := p.PersistPreemptively(); err != nil {
+			return fmt.Errorf("persisting state changes ahead of a checkpoint: %w", err)
+		}
+	}
+	return nil
 }
 
 func (c *operatorChain) ProcessWatermark(wm int64) error { return c.wm(wm) }

@@ -28,6 +28,11 @@ type changeCapturer interface {
 	// captureChanges copies the entries that changed since the last
 	// capture and starts new change lists.
 	captureChanges() FrozenTable
+	// changedCount returns how many keys the change lists hold.
+	changedCount() int
+	// appends reports whether the table's changes are worth persisting
+	// preemptively (see appends on cowTable).
+	appends() bool
 }
 
 // changedEntry is one entry a capture of changes holds: a listed key with

@@ -4,7 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/clinkstream/clink/state"
 )
@@ -186,5 +191,117 @@ func TestMemoryDeltaMergesDiscardedCaptures(t *testing.T) {
 		if fmt.Sprint(gotF) != fmt.Sprint(wantF) {
 			t.Fatalf("round %d: restored float keys %v, want %v", round, gotF, wantF)
 		}
+	}
+}
+
+// waitPreemptive waits until sf holds want files named *.pre.
+func waitPreemptive(t *testing.T, sf *dirShared, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := 0
+		for _, f := range sf.files(t) {
+			if strings.HasSuffix(f, ".pre") {
+				n++
+			}
+		}
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d preemptive files after 10s, want %d", n, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A join's rows gathered between checkpoints are written ahead of the
+// next one: the checkpoint lists the preemptive files before its own
+// delta, which holds only what changed after them, and the chain restores
+// to the state at the checkpoint. A preemptive file that is gone before a
+// checkpoint could list it (a retention collected it) leaves its changes
+// to the checkpoint's delta.
+func TestMemoryPreemptivePersist(t *testing.T) {
+	for _, lose := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost=%v", lose), func(t *testing.T) {
+			sf := &dirShared{dir: t.TempDir()}
+			full := state.KeyGroupRange{Start: 0, End: incMaxP}
+			b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: 1 << 30, PreemptiveEntries: 2000, PreemptiveInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			if err := b.Open(full, incMaxP); err != nil {
+				t.Fatal(err)
+			}
+			b.UseShared(sf)
+			v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := sidesModel{}
+			row := func(k int64, i int) {
+				cur := m[k]
+				cur.L = grow(cur.L, []byte(fmt.Sprintf("row %d of %d;", i, k)))
+				v.Put(k, cur)
+				m[k] = cur
+			}
+			for k := range int64(3000) {
+				row(k, 0)
+			}
+			listed := persistFiles(t, b, sf).Shared // the first checkpoint: a whole capture
+			for round := range 3 {
+				for k := range int64(2500) {
+					row(k, round+1)
+				}
+				if err := b.PersistPreemptively(); err != nil {
+					t.Fatal(err)
+				}
+				waitPreemptive(t, sf, round+1)
+				// Not enough changes since: no second preemptive persist.
+				row(7, 100+round)
+				if err := b.PersistPreemptively(); err != nil {
+					t.Fatal(err)
+				}
+				pres := 0
+				for _, f := range sf.files(t) {
+					if strings.HasSuffix(f, ".pre") {
+						pres++
+						if lose && round == 2 && !slices.Contains(listed, f) {
+							if err := os.Remove(filepath.Join(sf.dir, f)); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+				}
+				if pres != round+1 {
+					t.Fatalf("round %d: %d preemptive files, want %d", round, pres, round+1)
+				}
+				fs := persistFiles(t, b, sf)
+				last := newest(fs)
+				listsPre := strings.HasSuffix(fs.Shared[len(fs.Shared)-2], ".pre") && !slices.Contains(listed, fs.Shared[len(fs.Shared)-2])
+				listed = fs.Shared
+				if lose && round == 2 {
+					if listsPre {
+						t.Fatalf("round %d: the checkpoint lists %v, a preemptive file that is gone", round, fs.Shared)
+					}
+					if fileSize(t, sf, last) < 20_000 {
+						t.Fatalf("round %d: the delta after a lost preemptive file is %d bytes; it must hold that file's changes", round, fileSize(t, sf, last))
+					}
+				} else {
+					if !listsPre {
+						t.Fatalf("round %d: the checkpoint lists %v, the preemptive file not before its delta", round, fs.Shared)
+					}
+					if n := fileSize(t, sf, last); n > 400 {
+						t.Fatalf("round %d: the checkpoint's own delta is %d bytes after a preemptive persist of all but one change", round, n)
+					}
+				}
+				r, _, got := restoredSides(t, []*state.FileState{fs}, sf, full)
+				r.Close()
+				if got.String() != m.String() {
+					t.Fatalf("round %d: restored state differs from the state at the checkpoint", round)
+				}
+			}
+		})
 	}
 }

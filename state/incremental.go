@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Incremental checkpoints of the memory backend, in the manner of Flink's
@@ -53,7 +54,31 @@ type MemoryOptions struct {
 	// written, when it also exceeds twice the size of the base (default
 	// DefaultMaterializeBytes).
 	MaterializeBytes int64
+	// PreemptiveEntries is how many changed entries the tables may gather
+	// between checkpoints before the backend writes them ahead of the next
+	// checkpoint (PersistPreemptively; Flink's preemptive persist of the
+	// changelog, dstl.dfs.preemptive-persist-threshold, counted in
+	// entries): 0 means DefaultPreemptiveEntries, negative never.
+	PreemptiveEntries int
+	// PreemptiveInterval is how long after a capture the changes gathered
+	// since are written ahead of the next checkpoint, once there are at
+	// least minPreemptiveEntries of them, however few PreemptiveEntries
+	// would wait for: 0 means DefaultPreemptiveInterval, negative never.
+	PreemptiveInterval time.Duration
 }
+
+// DefaultPreemptiveEntries is the default of
+// MemoryOptions.PreemptiveEntries.
+const DefaultPreemptiveEntries = 1 << 16
+
+// DefaultPreemptiveInterval is the default of
+// MemoryOptions.PreemptiveInterval: a fifth of the usual checkpoint
+// interval, so that a checkpoint writes what changed in its last fifth.
+const DefaultPreemptiveInterval = 200 * time.Millisecond
+
+// minPreemptiveEntries is the fewest changed entries a preemptive persist
+// writes: below that, a checkpoint's delta is small anyway.
+const minPreemptiveEntries = 1024
 
 // DefaultMaterializeBytes is the default of MemoryOptions.MaterializeBytes.
 const DefaultMaterializeBytes = 64 << 20
@@ -66,7 +91,7 @@ const materializeRatio = 2
 
 // maxChainFiles bounds the files of a chain whose deltas are small: each
 // checkpoint lists them all, and a restore reads them all.
-const maxChainFiles = 300
+const maxChainFiles = 1000
 
 // Validate checks the options and fills in defaults.
 func (o *MemoryOptions) Validate() error {
@@ -75,6 +100,12 @@ func (o *MemoryOptions) Validate() error {
 	}
 	if o.MaterializeBytes == 0 {
 		o.MaterializeBytes = DefaultMaterializeBytes
+	}
+	if o.PreemptiveEntries == 0 {
+		o.PreemptiveEntries = DefaultPreemptiveEntries
+	}
+	if o.PreemptiveInterval == 0 {
+		o.PreemptiveInterval = DefaultPreemptiveInterval
 	}
 	return nil
 }
@@ -91,7 +122,7 @@ func NewMemoryBackendWith(o MemoryOptions) (*MemoryBackend, error) {
 			return nil, fmt.Errorf("memory state backend: making a file token: %w", err)
 		}
 		b.incremental = true
-		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes}
+		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes, preemptive: o.PreemptiveEntries, preemptEvery: o.PreemptiveInterval}
 	}
 	return b, nil
 }
@@ -119,6 +150,14 @@ type chainFile struct {
 type incrState struct {
 	token            string
 	materializeBytes int64
+	preemptive       int
+	preemptEvery     time.Duration
+	// lastCapture is when the last capture was taken (task goroutine
+	// only).
+	lastCapture time.Time
+	// shared is where preemptive persists write their files (UseShared);
+	// nil: none are written.
+	shared SharedWriter
 
 	// persistMu serialises PersistFiles calls; it is taken before mu.
 	persistMu sync.Mutex
@@ -147,6 +186,8 @@ type incrState struct {
 	matRunning bool
 	matDone    *chainFile
 	matErr     error
+	// preRunning: a preemptive persist is being written.
+	preRunning bool
 
 	closing atomic.Bool
 	wg      sync.WaitGroup
@@ -174,6 +215,10 @@ type incrCapture struct {
 	changes bool
 	chainAt []chainFile
 	before  []*incrCapture
+	// preemptive: a capture of changes taken between checkpoints to write
+	// them ahead (PersistPreemptively); file is its file once written.
+	preemptive bool
+	file       *chainFile
 }
 
 // captureKind says how the next capture captures the tables: changes
@@ -191,7 +236,13 @@ func (b *MemoryBackend) captureKind() (changes, forBase bool) {
 }
 
 func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes bool, whole []FrozenTable) *incrCapture {
-	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, whole: whole}
+	return b.captureIncrementalAs(c, changes, whole, false)
+}
+
+// captureIncrementalAs is captureIncremental, for a preemptive persist
+// when preemptive is set.
+func (b *MemoryBackend) captureIncrementalAs(c *memoryCapture, changes bool, whole []FrozenTable, preemptive bool) *incrCapture {
+	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, whole: whole, preemptive: preemptive}
 	for _, p := range c.pending {
 		var d []restoredGroup
 		for _, g := range p.groups {
@@ -203,6 +254,7 @@ func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes bool, whole
 		ic.delimited = append(ic.delimited, d)
 	}
 	inc := b.inc
+	inc.lastCapture = time.Now()
 	inc.mu.Lock()
 	inc.seq++
 	ic.seq = inc.seq
@@ -274,6 +326,15 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		if u.seq < c.seq {
 			earlier = append(earlier, u)
 		}
+	}
+	// The files preemptive persists wrote, in order, up to the first
+	// capture that has none.
+	var pre []chainFile
+	for _, u := range earlier {
+		if !u.preemptive || u.file == nil {
+			break
+		}
+		pre = append(pre, *u.file)
 	}
 	chain := slices.Clone(inc.chain)
 	baseBytes, deltaBytes := inc.baseBytes, inc.deltaBytes
@@ -359,6 +420,20 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 			return nil, fmt.Errorf("writing memory state: shared file %s of the checkpoint chain is gone; the next checkpoint writes the state whole", f.name)
 		}
 	}
+	// A preemptive file that a retention collected before this
+	// checkpoint could pin it ends the files listed: its changes and
+	// those after it go into this delta.
+	for i, f := range pre {
+		if !sw.Has(f.name) {
+			pre = pre[:i]
+			break
+		}
+	}
+	for _, f := range pre {
+		chain = append(chain, f)
+		deltaBytes += f.size
+	}
+	earlier = earlier[len(pre):]
 	changed := c.hasChanges(earlier)
 	if changed {
 		f, err := c.writeFile(sw.Write, false, earlier, "")

@@ -1,0 +1,150 @@
+package state
+
+import (
+	"slices"
+	"time"
+)
+
+// Preemptive persists. A checkpoint of a backend with incremental
+// checkpoints writes, after its barrier, every entry changed since the
+// checkpoint before; when state grows fast (a regular join keeping every
+// row), that is tens of megabytes each interval, and the checkpoint waits
+// for all of it. So, as Flink's changelog backend persists its changelog
+// preemptively once it exceeds a threshold, the backend writes the changes
+// gathered so far ahead of the next checkpoint, on a goroutine of its own,
+// whenever the tables whose values grow by appending (a regular join's
+// rows; see appends) have listed MemoryOptions.PreemptiveEntries changed
+// entries since the last capture, or MemoryOptions.PreemptiveInterval
+// after it: the task captures them (as a checkpoint
+// captures its changes) between two records, when its chain asks
+// (PersistPreemptively), and the goroutine writes them as a delta file
+// through WriteUnpinned. The next checkpoint lists those files before its
+// own delta, which then holds only the changes after the last of them.
+//
+// Such a capture is an unpersisted capture like a discarded checkpoint's:
+// if its file is not written, or a retention collected it before a
+// checkpoint could pin it, the next checkpoint's delta holds its changes.
+// A preemptive persist starts only when every unpersisted capture is
+// preemptive and written, so that its file holds its own changes only and
+// the files follow one another.
+
+// Preemptive is implemented by backends that persist changes ahead of
+// checkpoints. Its caller is the task goroutine, between two records.
+type Preemptive interface {
+	// PersistPreemptively captures the changes since the last capture and
+	// starts writing them when enough have gathered.
+	PersistPreemptively() error
+}
+
+// SharedUser is implemented by backends that write shared files outside
+// checkpoints (preemptive persists): UseShared gives them the task's
+// shared storage, before the first record.
+type SharedUser interface {
+	UseShared(sw SharedWriter)
+}
+
+// UseShared implements SharedUser.
+func (b *MemoryBackend) UseShared(sw SharedWriter) {
+	if b.inc == nil {
+		return
+	}
+	b.inc.mu.Lock()
+	b.inc.shared = sw
+	b.inc.mu.Unlock()
+}
+
+// appends reports whether the table's deltas write changed values as edits
+// (Differ): values that grow by appending, such as a regular join's rows,
+// whose changes written ahead cost only what was appended. The changes of
+// other tables are written at the checkpoint only: a key written again
+// after a preemptive persist would be written again whole.
+func (t *cowTable[K, V]) appends() bool { return t.diff != nil }
+
+// changedCount returns how many keys the table's change lists hold.
+func (t *cowTable[K, V]) changedCount() int {
+	n := 0
+	for g := range t.shards {
+		if c := t.shards[g].changes; c != nil {
+			n += len(c.keys)
+		}
+	}
+	return n
+}
+
+// PersistPreemptively implements Preemptive.
+func (b *MemoryBackend) PersistPreemptively() error {
+	inc := b.inc
+	if inc == nil || inc.preemptive < 0 && inc.preemptEvery < 0 {
+		return nil
+	}
+	n := 0
+	for _, t := range b.tables {
+		if cc, ok := t.(changeCapturer); ok && cc.appends() {
+			n += cc.changedCount()
+		}
+	}
+	switch {
+	case n < minPreemptiveEntries:
+		return nil
+	case inc.preemptive >= 0 && n >= inc.preemptive:
+	case inc.preemptEvery < 0 || time.Since(inc.lastCapture) < inc.preemptEvery:
+		return nil
+	}
+	for _, p := range b.restored {
+		for _, g := range p {
+			if g.delim == nil {
+				return nil
+			}
+		}
+	}
+	inc.mu.Lock()
+	sw := inc.shared
+	ready := sw != nil && !inc.full && !inc.preRunning && inc.matErr == nil && !inc.closing.Load()
+	for _, u := range inc.unpersisted {
+		if !u.preemptive || u.file == nil {
+			ready = false
+		}
+	}
+	if !ready {
+		inc.mu.Unlock()
+		return nil
+	}
+	inc.preRunning = true
+	inc.wg.Add(1)
+	inc.mu.Unlock()
+
+	c := &memoryCapture{rng: b.rng}
+	for _, t := range b.tables {
+		if cc, ok := t.(changeCapturer); ok && cc.appends() {
+			c.names = append(c.names, t.Name())
+			c.frozen = append(c.frozen, cc.captureChanges())
+		}
+	}
+	ic := b.captureIncrementalAs(c, true, nil, true)
+	go ic.persistPreemptively(sw)
+	return nil
+}
+
+// persistPreemptively writes the changes of the preemptive capture c. It
+// runs on its own goroutine, which the backend's Close waits for.
+func (c *incrCapture) persistPreemptively(sw SharedWriter) {
+	inc := c.b.inc
+	defer inc.wg.Done()
+	inc.persistMu.Lock()
+	defer inc.persistMu.Unlock()
+	inc.mu.Lock()
+	// A checkpoint persisted meanwhile took these changes into its delta.
+	wanted := !inc.closing.Load() && slices.Contains(inc.unpersisted, c)
+	inc.mu.Unlock()
+	var f chainFile
+	var err error
+	if wanted {
+		f, err = c.writeFile(sw.WriteUnpinned, false, nil, "pre")
+	}
+	inc.mu.Lock()
+	defer inc.mu.Unlock()
+	inc.preRunning = false
+	if wanted && err == nil {
+		c.file = &f
+	}
+}
