@@ -47,9 +47,9 @@ func isTemp(name string) bool {
 
 // writeChunk bounds the scratch buffer WriteFileDurable copies through.
 // vfs.File.Write may modify the slice it is given (MemFS does under the race
-// detector), and the caller's data must stay intact. The operating system's
-// files do not, so on vfs.Default a part of at least writeChunk bytes is
-// written as it is.
+// detector), and the caller's data must stay intact. (The operating
+// system's files leave it alone, but writing a large part as it is, in one
+// write, made the write's latency worse on Linux, not better.)
 const writeChunk = 64 << 10
 
 // WriteFileDurable writes data to path so that, once it returns nil, a crash
@@ -80,36 +80,58 @@ func WriteFileDurable(fs vfs.FS, path string, data []byte, fsync bool) error {
 // it does not build (the parts are written one after the other), and also
 // returns the directory sync error it ignored, so that a Store can log it.
 func writeFileDurable(fs vfs.FS, path string, parts [][]byte, fsync bool) (dirErr, err error) {
-	tmp := fs.PathJoin(fs.PathDir(path), tempPrefix+fs.PathBase(path)+tempSuffix)
-	create := func() (vfs.File, error) {
+	tmp := tempPath(fs, path)
+	return writeDurable(fs, path, tmp, createWith(fs, tmp, parts), fsync)
+}
+
+// tempPath is the name of path's temp file: "<dir>/.<base>.part".
+func tempPath(fs vfs.FS, path string) string {
+	return fs.PathJoin(fs.PathDir(path), tempPrefix+fs.PathBase(path)+tempSuffix)
+}
+
+// createWith returns writeDurable's create for a temp file tmp that holds
+// the concatenation of parts.
+func createWith(fs vfs.FS, tmp string, parts [][]byte) func() (vfs.File, error) {
+	return func() (vfs.File, error) {
 		f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 		if err != nil {
 			return nil, fmt.Errorf("creating %s: %w", tmp, pathCause(err))
 		}
-		if err := writeAll(f, parts, isOSFS(fs)); err != nil {
+		if err := writeAll(f, parts); err != nil {
 			return f, fmt.Errorf("writing %s: %w", tmp, pathCause(err))
 		}
 		return f, nil
 	}
-	return writeDurable(fs, path, tmp, create, fsync)
 }
 
 // writeDurable is the sequence of WriteFileDurable after the temp file tmp
 // has been given its content: create makes tmp and fills it, returning the
 // open file to sync (also with an error, so that it is closed and tmp
-// removed); then sync, close, rename to path, sync the directory.
+// removed); then sync, close, rename to path, sync the directory. It is
+// stageDurable followed by publishDurable.
 func writeDurable(fs vfs.FS, path, tmp string, create func() (vfs.File, error), fsync bool) (dirErr, err error) {
+	if err := stageDurable(fs, path, tmp, create, fsync); err != nil {
+		return nil, err
+	}
+	return publishDurable(fs, path, tmp, fsync)
+}
+
+// stageDurable is the first half of writeDurable: create, sync and close
+// the temp file tmp of path. On an error tmp is removed. Once it returned
+// nil, tmp's content is on stable storage (with fsync), and publishDurable
+// may follow at any later time; tmp is the caller's until then.
+func stageDurable(fs vfs.FS, path, tmp string, create func() (vfs.File, error), fsync bool) error {
 	f, err := create()
-	abort := func(err error) (error, error) {
+	abort := func(err error) error {
 		if f != nil {
 			_ = f.Close()
 		}
 		_ = fs.Remove(tmp)
-		return nil, err
+		return err
 	}
 	if err != nil {
 		if f == nil {
-			return nil, err
+			return err
 		}
 		return abort(err)
 	}
@@ -126,11 +148,20 @@ func writeDurable(fs vfs.FS, path, tmp string, create func() (vfs.File, error), 
 	if err != nil {
 		return abort(fmt.Errorf("closing %s: %w", tmp, pathCause(err)))
 	}
+	return nil
+}
+
+// publishDurable is the second half of writeDurable: rename the staged
+// temp file tmp to path and sync the directory. Up to the rename an error
+// removes tmp and leaves path untouched.
+func publishDurable(fs vfs.FS, path, tmp string, fsync bool) (dirErr, err error) {
 	if err := fault.Point(FaultBeforeRename); err != nil {
-		return abort(fmt.Errorf("writing %s: %w", path, err))
+		_ = fs.Remove(tmp)
+		return nil, fmt.Errorf("writing %s: %w", path, err)
 	}
 	if err := fs.Rename(tmp, path); err != nil {
-		return abort(fmt.Errorf("renaming %s to %s: %w", tmp, path, pathCause(err)))
+		_ = fs.Remove(tmp)
+		return nil, fmt.Errorf("renaming %s to %s: %w", tmp, path, pathCause(err))
 	}
 	if err := fault.Point(FaultAfterRename); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", path, err)
@@ -216,9 +247,8 @@ func copyAll(f vfs.File, r io.Reader) error {
 }
 
 // writeAll writes the concatenation of parts through a scratch buffer (see
-// writeChunk), in writes of writeChunk bytes but for the last; with direct,
-// it writes a part of at least writeChunk bytes without copying it.
-func writeAll(f vfs.File, parts [][]byte, direct bool) error {
+// writeChunk), in writes of writeChunk bytes but for the last.
+func writeAll(f vfs.File, parts [][]byte) error {
 	total := 0
 	for _, p := range parts {
 		total += len(p)
@@ -226,36 +256,17 @@ func writeAll(f vfs.File, parts [][]byte, direct bool) error {
 	if total == 0 {
 		return nil
 	}
-	var buf []byte
-	write := func(p []byte) error {
-		w, err := f.Write(p)
-		if err == nil && w != len(p) {
-			err = fmt.Errorf("short write: %d of %d bytes", w, len(p))
-		}
-		return err
-	}
+	buf := make([]byte, 0, min(total, writeChunk))
 	flush := func() error {
-		if len(buf) == 0 {
-			return nil
+		w, err := f.Write(buf)
+		if err == nil && w != len(buf) {
+			err = fmt.Errorf("short write: %d of %d bytes", w, len(buf))
 		}
-		err := write(buf)
 		buf = buf[:0]
 		return err
 	}
 	for _, p := range parts {
-		if direct && len(p) >= writeChunk {
-			if err := flush(); err != nil {
-				return err
-			}
-			if err := write(p); err != nil {
-				return err
-			}
-			continue
-		}
 		for len(p) > 0 {
-			if buf == nil {
-				buf = make([]byte, 0, min(total, writeChunk))
-			}
 			n := min(len(p), cap(buf)-len(buf))
 			buf = append(buf, p[:n]...)
 			p = p[n:]
@@ -265,6 +276,9 @@ func writeAll(f vfs.File, parts [][]byte, direct bool) error {
 				}
 			}
 		}
+	}
+	if len(buf) == 0 {
+		return nil
 	}
 	return flush()
 }

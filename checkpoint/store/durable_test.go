@@ -475,8 +475,7 @@ func TestWriteSnapshotParts(t *testing.T) {
 }
 
 // TestWriteSnapshotPartsRealFS writes parts below and above writeChunk on
-// the operating system's filesystem, where large parts are written as they
-// are.
+// the operating system's filesystem.
 func TestWriteSnapshotPartsRealFS(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{FS: vfs.Default})
 	if err != nil {
