@@ -203,8 +203,8 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 	var buf []byte
 	lists := changedLists[K, V](earlier, g, buf)
 	listed := 0
-	for _, l := range lists {
-		listed += len(l.entries)
+	for i := range lists {
+		listed += lists[i].size()
 	}
 	if c := s.changes; c != nil {
 		listed += len(c.keys)
@@ -222,9 +222,8 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 		// are looked up.
 		return f.appendOwnChanges(dst, g)
 	}
-	own, _ := f.changedEntries(g, buf)
-	if len(own) > 0 {
-		lists = append(lists, changeList[K, V]{entries: own})
+	if own, _ := f.changedEntries(g, buf); own.size() > 0 {
+		lists = append(lists, own)
 	}
 	return t.appendMerged(dst, lists)
 }

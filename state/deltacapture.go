@@ -59,9 +59,108 @@ type changedCow[K comparable, V any] struct {
 // keys changed for the most part is copied whole, as a delta of frozen
 // tables writes it, which also spares a deletion for every key that came
 // and went in the interval.
+//
+// A reset list of a capture of changes holds no entries but the key
+// group's arrays themselves (whole), shared with the table as a frozen
+// table shares them: the first write after the capture copies them
+// (cowTable.writable), so the capture costs the task nothing at the
+// barrier, where copying the entries of a large key group took as long.
+//
+// The entries are held column by column: a key's value, write time and
+// old value each in an array of their own, only the columns the table has
+// (no write times without TTL, no old values without Differ), so that a
+// capture allocates as little as it can, and values without pointers lie
+// where the collector does not scan them.
 type changeList[K comparable, V any] struct {
-	entries []changedEntry[K, V]
-	reset   bool
+	keys   []K
+	vals   []V
+	ws     []int64       // write times, with TTL
+	olds   []oldValue[V] // with old values
+	absent []uint64      // bit i: keys[i] is deleted
+	reset  bool
+	whole  *kgTable[K, V]
+	now    int64 // the capture's clock, for whole's expired entries
+}
+
+// size returns how many entries the list holds.
+func (l *changeList[K, V]) size() int {
+	if l.whole != nil {
+		return l.whole.n
+	}
+	return len(l.keys)
+}
+
+// add appends e.
+func (l *changeList[K, V]) add(e *changedEntry[K, V], ttl, olds bool) {
+	i := len(l.keys)
+	l.keys = append(l.keys, e.k)
+	l.vals = append(l.vals, e.v)
+	if ttl {
+		l.ws = append(l.ws, e.w)
+	}
+	if olds {
+		l.olds = append(l.olds, e.old)
+	}
+	if !e.present {
+		for len(l.absent) <= i>>6 {
+			l.absent = append(l.absent, 0)
+		}
+		l.absent[i>>6] |= 1 << (i & 63)
+	}
+}
+
+// at returns entry i.
+func (l *changeList[K, V]) at(i int) changedEntry[K, V] {
+	e := changedEntry[K, V]{k: l.keys[i], v: l.vals[i], present: i>>6 >= len(l.absent) || l.absent[i>>6]&(1<<(i&63)) == 0}
+	if l.ws != nil {
+		e.w = l.ws[i]
+	}
+	if l.olds != nil {
+		e.old = l.olds[i]
+	}
+	return e
+}
+
+// grown returns an empty list with room for n entries in the columns the
+// table has.
+func grown[K comparable, V any](n int, ttl, olds bool) changeList[K, V] {
+	l := changeList[K, V]{keys: make([]K, 0, n), vals: make([]V, 0, n)}
+	if ttl {
+		l.ws = make([]int64, 0, n)
+	}
+	if olds {
+		l.olds = make([]oldValue[V], 0, n)
+	}
+	return l
+}
+
+// eachWhole calls fn with every live entry of l.whole.
+func (l *changeList[K, V]) eachWhole(t *cowTable[K, V], fn func(*changedEntry[K, V])) {
+	s := l.whole
+	for i := range s.slots {
+		if !s.isUsed(i) {
+			continue
+		}
+		e := changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
+		if t.ttl > 0 {
+			if e.w = s.written[i]; l.now-e.w >= t.ttl {
+				continue
+			}
+		}
+		fn(&e)
+	}
+}
+
+// each calls fn with every entry of the list, those of whole too.
+func (l *changeList[K, V]) each(t *cowTable[K, V], fn func(*changedEntry[K, V])) {
+	if l.whole != nil {
+		l.eachWhole(t, fn)
+		return
+	}
+	for i := range l.keys {
+		e := l.at(i)
+		fn(&e)
+	}
 }
 
 // captureChanges implements changeCapturer. Entries captured keep the
@@ -94,45 +193,39 @@ func (t *cowTable[K, V]) captureChanges() FrozenTable {
 // say their keys are listed, in slot order, without a lookup; a key
 // deleted and written again then has both, which apply in that order. A
 // key group of which at least half the entries are listed (by the count
-// of keys listed, deleted ones too) is copied whole instead (reset).
+// of keys listed, deleted ones too) is captured whole instead (reset), its
+// arrays shared.
 func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now int64) changeList[K, V] {
-	if !c.withOlds && 2*len(c.keys) >= s.n {
-		out := make([]changedEntry[K, V], 0, s.n)
-		for i := range s.slots {
-			if !s.isUsed(i) {
-				continue
-			}
-			e := changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
-			if t.ttl > 0 {
-				if e.w = s.written[i]; now-e.w >= t.ttl {
-					continue
-				}
-			}
-			out = append(out, e)
-		}
-		return changeList[K, V]{entries: out, reset: true}
+	ttl := t.ttl > 0
+	if !c.withOlds && len(c.keys) >= 2*s.n {
+		// Most keys listed came and went: the key group's few entries
+		// say more than a deletion of each.
+		whole := *s
+		whole.changes = nil
+		s.shared = true
+		return changeList[K, V]{reset: true, whole: &whole, now: now}
 	}
 	if !c.withOlds {
-		out := make([]changedEntry[K, V], 0, len(c.keys)+len(c.deleted))
+		out := grown[K, V](len(c.keys)+len(c.deleted), ttl, false)
 		for _, k := range c.deleted {
-			out = append(out, changedEntry[K, V]{k: k})
+			out.add(&changedEntry[K, V]{k: k}, ttl, false)
 		}
 		for wi, w := range c.listed {
 			for w != 0 {
 				i := wi<<6 | bits.TrailingZeros64(w)
 				w &= w - 1
 				e := changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
-				if t.ttl > 0 {
+				if ttl {
 					if e.w = s.written[i]; now-e.w >= t.ttl {
 						e = changedEntry[K, V]{k: e.k}
 					}
 				}
-				out = append(out, e)
+				out.add(&e, ttl, false)
 			}
 		}
-		return changeList[K, V]{entries: out}
+		return out
 	}
-	out := make([]changedEntry[K, V], 0, len(c.keys))
+	out := grown[K, V](len(c.keys), ttl, true)
 	var seen map[K]struct{}
 	var seenEnc map[string]struct{}
 	var scratch []byte
@@ -156,12 +249,9 @@ func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now i
 			}
 			seenEnc[string(scratch)] = struct{}{}
 		}
-		e := changedEntry[K, V]{k: k}
-		if c.withOlds {
-			e.old = c.olds[j]
-		}
+		e := changedEntry[K, V]{k: k, old: c.olds[j]}
 		i, found := t.probe(s, k, t.hashKey(k))
-		if found && t.ttl > 0 {
+		if found && ttl {
 			if e.w = s.written[i]; now-e.w >= t.ttl {
 				found = false
 			}
@@ -171,9 +261,9 @@ func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now i
 		} else {
 			e.w = 0
 		}
-		out = append(out, e)
+		out.add(&e, ttl, true)
 	}
-	return changeList[K, V]{entries: out}
+	return out
 }
 
 // AppendGroup implements FrozenTable. A capture of changes holds no key
@@ -184,7 +274,7 @@ func (d *changedCow[K, V]) AppendGroup([]byte, int) ([]byte, int) {
 
 func (d *changedCow[K, V]) hasChanges() bool {
 	for _, g := range d.groups {
-		if len(g.entries) > 0 || g.reset {
+		if g.size() > 0 || g.reset {
 			return true
 		}
 	}
@@ -204,7 +294,7 @@ func (d *changedCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTab
 	}
 	g := kg - t.rng.Start
 	lists := changedLists[K, V](earlier, g, nil)
-	if l := d.groups[g]; len(l.entries) > 0 || l.reset {
+	if l := d.groups[g]; l.size() > 0 || l.reset {
 		lists = append(lists, l)
 	}
 	return t.appendMerged(dst, lists)
@@ -220,9 +310,9 @@ func changedLists[K comparable, V any](earlier []changeTable, g int, buf []byte)
 		case *changedCow[K, V]:
 			l = e.groups[g]
 		case *frozenCow[K, V]:
-			l.entries, buf = e.changedEntries(g, buf)
+			l, buf = e.changedEntries(g, buf)
 		}
-		if len(l.entries) > 0 || l.reset {
+		if l.size() > 0 || l.reset {
 			lists = append(lists, l)
 		}
 	}
@@ -231,13 +321,14 @@ func changedLists[K comparable, V any](earlier []changeTable, g int, buf []byte)
 
 // changedEntries returns the entries of shard g that f's change list
 // names, as of f's capture, each key once.
-func (f *frozenCow[K, V]) changedEntries(g int, buf []byte) ([]changedEntry[K, V], []byte) {
+func (f *frozenCow[K, V]) changedEntries(g int, buf []byte) (changeList[K, V], []byte) {
 	c := f.shards[g].changes
 	if c == nil || len(c.keys) == 0 {
-		return nil, buf
+		return changeList[K, V]{}, buf
 	}
-	out := make([]changedEntry[K, V], 0, len(c.keys))
-	buf = f.eachChanged(g, buf, func(e *changedEntry[K, V]) { out = append(out, *e) })
+	ttl := f.t.ttl > 0
+	out := grown[K, V](len(c.keys), ttl, c.withOlds)
+	buf = f.eachChanged(g, buf, func(e *changedEntry[K, V]) { out.add(e, ttl, c.withOlds) })
 	return out, buf
 }
 
@@ -312,21 +403,21 @@ func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]b
 			break
 		}
 	}
-	var entries []changedEntry[K, V]
+	var scratch []byte
+	write := func(e *changedEntry[K, V]) {
+		var wrote bool
+		if dst, scratch, wrote = t.appendChanged(dst, e, scratch); wrote {
+			n++
+		}
+	}
 	switch len(lists) {
 	case 0:
-		return dst, n
 	case 1:
-		entries = lists[0].entries
+		lists[0].each(t, write)
 	default:
-		entries = t.mergeChanged(lists)
-	}
-	var scratch []byte
-	for i := range entries {
-		var wrote bool
-		dst, scratch, wrote = t.appendChanged(dst, &entries[i], scratch)
-		if wrote {
-			n++
+		entries := t.mergeChanged(lists)
+		for i := range entries {
+			write(&entries[i])
 		}
 	}
 	return dst, n
@@ -369,8 +460,8 @@ func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratc
 // newest capture listing the key, the old value of the oldest.
 func (t *cowTable[K, V]) mergeChanged(lists []changeList[K, V]) []changedEntry[K, V] {
 	total := 0
-	for _, l := range lists {
-		total += len(l.entries)
+	for i := range lists {
+		total += lists[i].size()
 	}
 	out := make([]changedEntry[K, V], 0, total)
 	var at map[K]int
@@ -381,8 +472,8 @@ func (t *cowTable[K, V]) mergeChanged(lists []changeList[K, V]) []changedEntry[K
 	} else {
 		atEnc = make(map[string]int, total)
 	}
-	for _, l := range lists {
-		for _, e := range l.entries {
+	for i := range lists {
+		lists[i].each(t, func(e *changedEntry[K, V]) {
 			var j int
 			var ok bool
 			if at != nil {
@@ -397,13 +488,13 @@ func (t *cowTable[K, V]) mergeChanged(lists []changeList[K, V]) []changedEntry[K
 				} else {
 					atEnc[string(scratch)] = len(out)
 				}
-				out = append(out, e)
-				continue
+				out = append(out, *e)
+				return
 			}
 			old := out[j].old
-			out[j] = e
+			out[j] = *e
 			out[j].old = old
-		}
+		})
 	}
 	return out
 }

@@ -75,8 +75,8 @@ func TestCaptureOfChangesCopiesNoSlots(t *testing.T) {
 	if !ok {
 		t.Fatalf("the capture holds %T, want a capture of changes", c.(*incrCapture).frozen[0])
 	}
-	if got := d.groups[0].entries; len(got) != 1 || got[0].k != 1 || got[0].v != 10 {
-		t.Fatalf("the capture of changes holds %+v, want key 1 = 10", got)
+	if l := &d.groups[0]; l.size() != 1 || l.at(0).k != 1 || l.at(0).v != 10 || !l.at(0).present {
+		t.Fatalf("the capture of changes holds %+v, want key 1 = 10", l)
 	}
 	persist(c)
 }
