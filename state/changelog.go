@@ -233,12 +233,14 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 func (f *frozenCow[K, V]) appendOwnChanges(dst []byte, g int) ([]byte, int) {
 	n := 0
 	var scratch []byte
+	var st diffStats
 	f.eachChanged(g, nil, func(e *changedEntry[K, V]) {
 		var wrote bool
-		if dst, scratch, wrote = f.t.appendChanged(dst, e, scratch); wrote {
+		if dst, scratch, wrote = f.t.appendChanged(dst, e, scratch, &st); wrote {
 			n++
 		}
 	})
+	f.t.noteDiffs(&st)
 	return dst, n
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -163,6 +164,10 @@ type cowTable[K comparable, V any] struct {
 	// diff, with a changelog and without TTL, encodes a changed value as
 	// edits of an earlier one (diffFor), for deltas; nil: written whole.
 	diff func(dst []byte, old, new V) ([]byte, bool)
+	// spliced and rewritten count the changed values deltas wrote as
+	// edits and whole (see diffStats); the snapshot worker and preemptive
+	// persists add to them.
+	spliced, rewritten atomic.Int64
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {

@@ -404,9 +404,11 @@ func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]b
 		}
 	}
 	var scratch []byte
+	var st diffStats
+	defer t.noteDiffs(&st)
 	write := func(e *changedEntry[K, V]) {
 		var wrote bool
-		if dst, scratch, wrote = t.appendChanged(dst, e, scratch); wrote {
+		if dst, scratch, wrote = t.appendChanged(dst, e, scratch, &st); wrote {
 			n++
 		}
 	}
@@ -427,7 +429,7 @@ func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]b
 // its old value when the table diffs values and the key had one, else its
 // value or its deletion. It writes nothing for a value the edits would
 // leave as it was, and reports whether it wrote.
-func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratch []byte) ([]byte, []byte, bool) {
+func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratch []byte, st *diffStats) ([]byte, []byte, bool) {
 	if e.present && e.old.had && t.diff != nil {
 		mark := len(dst)
 		dst = append(dst, opSplice)
@@ -443,9 +445,11 @@ func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratc
 			dst = binary.AppendUvarint(dst, uint64(len(scratch)))
 			dst = append(dst, scratch...)
 			dst = binary.AppendVarint(dst, 0)
+			st.spliced++
 			return dst, scratch, true
 		}
 		dst = dst[:mark]
+		st.rewritten++
 	}
 	if e.present {
 		dst, scratch = appendEntryOf(t, dst, e.k, &e.v, e.w, scratch)
@@ -453,6 +457,21 @@ func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratc
 		dst, scratch = appendEntryOf(t, dst, e.k, nil, 0, scratch)
 	}
 	return dst, scratch, true
+}
+
+// diffStats counts the changed values a delta wrote as edits (spliced) and
+// those it wrote whole although the key had an old value (rewritten).
+type diffStats struct{ spliced, rewritten int64 }
+
+// noteDiffs adds st to the table's counts, which tell whether its values
+// grow by appending (appends).
+func (t *cowTable[K, V]) noteDiffs(st *diffStats) {
+	if st.spliced != 0 {
+		t.spliced.Add(st.spliced)
+	}
+	if st.rewritten != 0 {
+		t.rewritten.Add(st.rewritten)
+	}
 }
 
 // mergeChanged merges the lists of consecutive captures (oldest first)

@@ -305,3 +305,45 @@ func TestMemoryPreemptivePersist(t *testing.T) {
 		})
 	}
 }
+
+// Values that are rebuilt rather than appended to (Top-N rows kept as one
+// byte string) are not persisted ahead once a delta showed it: writing
+// them again whole before every checkpoint would only add work.
+func TestMemoryPreemptiveSkipsRewrittenValues(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: 1 << 30, PreemptiveEntries: 2000, PreemptiveInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	b.UseShared(sf)
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewrite := func(round int) {
+		for k := range int64(2500) {
+			v.Put(k, sides{L: []byte(fmt.Sprintf("top row of %d in round %d", k, round))})
+		}
+	}
+	rewrite(0)
+	persistFiles(t, b, sf)
+	rewrite(1)
+	persistFiles(t, b, sf) // a delta of 2500 values written whole
+	rewrite(2)
+	if err := b.PersistPreemptively(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil { // waits for a preemptive write, if one started
+		t.Fatal(err)
+	}
+	for _, f := range sf.files(t) {
+		if strings.HasSuffix(f, ".pre") {
+			t.Fatalf("values rewritten whole were persisted ahead: %s", f)
+		}
+	}
+}

@@ -54,11 +54,22 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 }
 
 // appends reports whether the table's deltas write changed values as edits
-// (Differ): values that grow by appending, such as a regular join's rows,
+// (Differ), for the most part: values that grow by appending, such as a regular join's rows,
 // whose changes written ahead cost only what was appended. The changes of
 // other tables are written at the checkpoint only: a key written again
 // after a preemptive persist would be written again whole.
-func (t *cowTable[K, V]) appends() bool { return t.diff != nil }
+//
+// Whether values grow so is learnt from the deltas: a table that diffs
+// values (Top-N and deduplication state, kept as one byte string per key,
+// diff as a join's rows do) but whose deltas mostly rewrite them whole
+// (they are rebuilt, not appended to) is not persisted ahead.
+func (t *cowTable[K, V]) appends() bool {
+	if t.diff == nil {
+		return false
+	}
+	s, r := t.spliced.Load(), t.rewritten.Load()
+	return s >= 3*r
+}
 
 // changedCount returns how many keys the table's change lists hold.
 func (t *cowTable[K, V]) changedCount() int {
