@@ -25,6 +25,9 @@ type crashRig struct {
 	written map[checkpoint.ID]map[string][]byte
 	// seed varies the random clones between checks.
 	seed uint64
+	// completing, when not nil, holds the ids WriteCompleted was called
+	// for; a marker of any other id is a violation.
+	completing map[checkpoint.ID]bool
 
 	clones          int // clones checked
 	clonesCompleted int // clones that showed at least one marker
@@ -75,6 +78,9 @@ func (r *crashRig) verify(fs vfs.FS) string {
 			continue
 		}
 		sawMarker = true
+		if r.completing != nil && !r.completing[id] {
+			return fmt.Sprintf("%s present although checkpoint %d was never completed", name, id)
+		}
 		for snap, want := range r.written[id] {
 			p := fmt.Sprintf("%s/chk-%d/%s.snap", testDir, id, snap)
 			f, err := fs.Open(p)
@@ -168,6 +174,47 @@ func TestCrashWritingCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.finish()
+}
+
+// TestCrashWritingPreparedCheckpoints is TestCrashWritingCheckpoints with
+// every checkpoint prepared ahead (Store.Prepare): a staged marker is never
+// taken for a marker, and a checkpoint completes only once its snapshots
+// are durable.
+func TestCrashWritingPreparedCheckpoints(t *testing.T) {
+	r := newCrashRig(t)
+	r.completing = map[checkpoint.ID]bool{}
+	s, err := Open(testDir, Options{FS: r.fs, Retain: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Prepare(1)
+	for id := checkpoint.ID(1); id <= 4; id++ {
+		for _, task := range []string{"src-0", "map-0", "map-1"} {
+			r.writeSnapshot(s, id, task)
+		}
+		r.completing[id] = true
+		if err := s.WriteCompleted(id); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ApplyRetention(); err != nil {
+			t.Fatal(err)
+		}
+		s.Prepare(id + 1)
+	}
+	// Checkpoint 5 is prepared and aborted, 6 prepared and never taken.
+	r.writeSnapshot(s, 5, "src-0")
+	if err := s.Discard(5); err != nil {
+		t.Fatal(err)
+	}
+	s.Prepare(6)
+	r.finish()
+	s2, err := Open(testDir, Options{FS: r.mem.CrashClone(vfs.CrashCloneCfg{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.NextID() != 7 {
+		t.Fatalf("after a crash with checkpoint 6 prepared: NextID() = %d, want 7", s2.NextID())
+	}
 }
 
 // TestCrashRetention starts from synced completed checkpoints and crashes

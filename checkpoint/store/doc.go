@@ -20,7 +20,8 @@
 //
 // N is decimal without leading zeros. A file being written is named
 // ".<final-name>.part" beside its final name, so a crash never leaves
-// anything that looks like a snapshot or a marker.
+// anything that looks like a snapshot or a marker; a marker that Prepare
+// staged waits under that name until WriteCompleted renames it.
 //
 // All files go through WriteFileDurable: write a temp file, fsync it, close,
 // rename, fsync the directory. Setting CLINK_STATE_FSYNC=0 (or false) drops
@@ -30,17 +31,21 @@
 //
 // Per checkpoint N (N from NextID at start, then strictly increasing):
 //
-//  1. Each task writes its snapshot with WriteSnapshot (or
-//     WriteTaskSnapshot) and acks N only after it has returned nil.
-//  2. When every task has acked, the coordinator calls WriteCompleted(N).
+//  1. Optionally, before N starts (no checkpoint in flight), the
+//     coordinator calls Prepare(N): it makes chk-N and stages the
+//     COMPLETED-N marker ahead, so that N does not wait for those syncs.
+//  2. Each task writes its snapshot with WriteSnapshot (or
+//     WriteTaskSnapshot, WriteSnapshotParts) and acks N only after it has
+//     returned nil.
+//  3. When every task has acked, the coordinator calls WriteCompleted(N).
 //     It must not be called earlier: the marker is what makes N a restore
 //     point, and restore trusts that every snapshot of N is on disk.
 //     Files a task's snapshot of N will list go into shared/ through
 //     SharedFor(N), before the snapshot is written.
-//  3. If N is aborted instead, the coordinator calls Discard(N).
-//  4. Once the sinks have committed N, a job whose sinks cannot repeat a
+//  4. If N is aborted instead, the coordinator calls Discard(N).
+//  5. Once the sinks have committed N, a job whose sinks cannot repeat a
 //     commit calls WriteConfirmed(N).
-//  5. After each completed checkpoint the coordinator calls ApplyRetention
+//  6. After each completed checkpoint the coordinator calls ApplyRetention
 //     (or ApplyRetentionFloor with the newest confirmed id).
 //
 // To restore, call Resolve("latest" or "N") and then ReadTaskSnapshot for

@@ -24,6 +24,9 @@ func (s *Store) Discard(id checkpoint.ID) error {
 		return fmt.Errorf("discarding checkpoint %d: %w", id, pathCause(err))
 	}
 	s.drop(id)
+	if s.staged.id == id {
+		s.dropStaged()
+	}
 	// What id uploaded is deleted by the next retention unless another
 	// checkpoint lists it.
 	s.shared.release(id, true)
@@ -91,8 +94,12 @@ func (s *Store) applyRetention(floor checkpoint.ID) error {
 	fsync := FsyncEnabled()
 
 	// A temp file at the top level can only be a marker write that a crash
-	// cut short: this Store writes markers under structMu.
+	// cut short (this Store writes markers under structMu), or the marker
+	// Prepare staged, which stays.
 	for _, name := range d.temps {
+		if s.staged.id != 0 && s.staged.err == nil && s.fs.PathJoin(s.dir, name) == s.staged.tmp {
+			continue
+		}
 		if err := s.fs.Remove(s.fs.PathJoin(s.dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("applying retention: removing %s: %w", name, pathCause(err))
 		}

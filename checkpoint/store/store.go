@@ -86,6 +86,14 @@ type Store struct {
 	// exist: marker writes, Discard and retention. Snapshot writes do not
 	// take it.
 	structMu sync.Mutex
+	// staged is the COMPLETED marker that Prepare wrote ahead, under
+	// structMu: its temp file tmp holds the marker, synced, unless err
+	// says why it does not. id is zero when there is none.
+	staged struct {
+		id  checkpoint.ID
+		tmp string
+		err error
+	}
 	// shared pins the shared files of checkpoints in flight (see Shared).
 	shared sharedPins
 	// tempSeq numbers the temp files of Shared.Put.
@@ -360,10 +368,55 @@ func (s *Store) readFile(path string) ([]byte, error) {
 	return b, nil
 }
 
+// Prepare readies checkpoint id before it starts, so that its critical
+// path does not pay for two syncs: it creates chk-<id> as the first
+// snapshot write would (the directory and the sync of the checkpoint
+// directory), and it stages the COMPLETED-<id> marker: its temp file is
+// written, synced and closed, and WriteCompleted(id) then only renames it
+// and syncs the directory. Nothing Prepare writes makes id a restore
+// point; the chk directory counts for NextID, as any does. At most one
+// marker is staged: preparing another id removes the staged one, and so
+// does Discard of its id.
+//
+// Prepare reports no error: a failure shows where it matters, at the
+// first snapshot write of id (the directory) or at WriteCompleted(id),
+// which returns the staging's error.
+func (s *Store) Prepare(id checkpoint.ID) {
+	if checkID(id) != nil {
+		return
+	}
+	s.noteID(id)
+	if s.ensureChkDir(id) != nil {
+		return
+	}
+	s.structMu.Lock()
+	defer s.structMu.Unlock()
+	s.dropStaged()
+	path := s.markerPath(completedPrefix, id)
+	tmp := tempPath(s.fs, path)
+	err := stageDurable(s.fs, path, tmp, createWith(s.fs, tmp, [][]byte{markerContent(id)}), FsyncEnabled())
+	if err != nil {
+		err = fmt.Errorf("staging %s%d: %w", completedPrefix, id, err)
+	}
+	s.staged.id, s.staged.tmp, s.staged.err = id, tmp, err
+}
+
+// dropStaged removes the staged marker, if any; structMu is held.
+func (s *Store) dropStaged() {
+	if s.staged.id == 0 {
+		return
+	}
+	if s.staged.err == nil {
+		_ = s.fs.Remove(s.staged.tmp)
+	}
+	s.staged.id, s.staged.tmp, s.staged.err = 0, "", nil
+}
+
 // WriteCompleted durably writes the COMPLETED-<id> marker that makes
-// checkpoint id a restore point. The caller writes it only after every
-// task's WriteSnapshot for id has returned nil; it is refused when the
-// chk-<id> directory does not exist.
+// checkpoint id a restore point, by publishing the marker Prepare staged
+// for id if there is one. The caller writes it only after every task's
+// WriteSnapshot for id has returned nil; it is refused when the chk-<id>
+// directory does not exist.
 func (s *Store) WriteCompleted(id checkpoint.ID) error {
 	if err := checkID(id); err != nil {
 		return fmt.Errorf("writing completed marker: %w", err)
@@ -375,7 +428,18 @@ func (s *Store) WriteCompleted(id checkpoint.ID) error {
 		return fmt.Errorf("writing %s%d: checkpoint directory %s does not exist", completedPrefix, id, dir)
 	}
 	s.noteID(id)
-	if err := s.writeMarker(completedPrefix, id); err != nil {
+	var err error
+	if s.staged.id == id {
+		staged := s.staged
+		s.staged.id, s.staged.tmp, s.staged.err = 0, "", nil
+		err = staged.err
+		if err == nil {
+			err = s.publishMarker(completedPrefix, id, staged.tmp)
+		}
+	} else {
+		err = s.writeMarker(completedPrefix, id)
+	}
+	if err != nil {
 		return err
 	}
 	// The snapshots of id list the shared files it pinned.
@@ -399,13 +463,31 @@ func (s *Store) WriteConfirmed(id checkpoint.ID) error {
 	return s.writeMarker(confirmedPrefix, id)
 }
 
+// markerContent is what a marker file holds. It is for people looking at
+// the directory; only the name counts.
+func markerContent(id checkpoint.ID) []byte {
+	return []byte(strconv.FormatUint(uint64(id), 10) + "\n")
+}
+
 func (s *Store) writeMarker(prefix string, id checkpoint.ID) error {
 	path := s.markerPath(prefix, id)
-	// The content is for people looking at the directory; only the name
-	// counts. A marker is a commit decision: sinks publish once it is
-	// written, so a directory sync that fails fails the marker too (a
-	// crash could otherwise lose a marker whose output is published).
-	dirErr, err := writeFileDurable(s.fs, path, [][]byte{[]byte(strconv.FormatUint(uint64(id), 10) + "\n")}, FsyncEnabled())
+	dirErr, err := writeFileDurable(s.fs, path, [][]byte{markerContent(id)}, FsyncEnabled())
+	return markerErr(prefix, id, path, dirErr, err)
+}
+
+// publishMarker renames the staged temp file tmp of a marker into place and
+// syncs the directory.
+func (s *Store) publishMarker(prefix string, id checkpoint.ID, tmp string) error {
+	path := s.markerPath(prefix, id)
+	dirErr, err := publishDurable(s.fs, path, tmp, FsyncEnabled())
+	return markerErr(prefix, id, path, dirErr, err)
+}
+
+// markerErr is the error of a marker write that ended with dirErr and err.
+// A marker is a commit decision: sinks publish once it is written, so a
+// directory sync that fails fails the marker too (a crash could otherwise
+// lose a marker whose output is published).
+func markerErr(prefix string, id checkpoint.ID, path string, dirErr, err error) error {
 	if err == nil && dirErr != nil {
 		err = fmt.Errorf("syncing the directory of %s: %w", path, dirErr)
 	}
