@@ -45,7 +45,10 @@
 //     either.
 //   - The snapshot worker writes the snapshot durably and only then acks;
 //     the coordinator completes N when every task acked, the driver writes
-//     COMPLETED-N and then notifies listeners.
+//     COMPLETED-N and then notifies listeners. While no checkpoint is in
+//     flight the driver has the store prepare the next one (its directory,
+//     and its marker staged, synced), so that a checkpoint's path holds
+//     neither of those syncs: its marker is a rename and a directory sync.
 //
 // When a task or a checkpoint fails, Config.Restart decides what follows
 // (restart.go): Execute either returns the failure, or waits, rebuilds every

@@ -59,6 +59,8 @@ type driver struct {
 	terminal    checkpoint.ID // the terminal checkpoint, once triggered
 	finalDone   bool
 	switches    int
+	// prepared is the last id handed to store.Prepare.
+	prepared checkpoint.ID
 }
 
 func (d *driver) ack(id checkpoint.ID, p checkpoint.ParticipantID, info checkpoint.AckInfo) {
@@ -88,6 +90,7 @@ func (d *driver) run(stop <-chan struct{}) error {
 	}
 	ticker := time.NewTicker(tickEvery)
 	defer ticker.Stop()
+	d.prepareNext()
 	for {
 		select {
 		case <-stop:
@@ -106,7 +109,22 @@ func (d *driver) run(stop <-chan struct{}) error {
 		if d.finalDone {
 			return nil
 		}
+		d.prepareNext()
 	}
+}
+
+// prepareNext has the store prepare the next checkpoint (its directory and
+// its staged COMPLETED marker) while no checkpoint is in flight, between
+// two checkpoints, so that the next one does not wait for those syncs
+// after its trigger. Errors show when the checkpoint writes there (see
+// store.Prepare).
+func (d *driver) prepareNext() {
+	next := d.coord.NextID()
+	if next == d.prepared || len(d.coord.InFlight()) > 0 || d.terminal != 0 {
+		return
+	}
+	d.prepared = next
+	d.store.Prepare(next)
 }
 
 func (d *driver) handle(ev driverEvent) {

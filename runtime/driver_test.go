@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/internal/fault"
+	"github.com/clinkstream/clink/metrics"
+)
+
+// stagedMarkers records, each time the driver is about to write a
+// COMPLETED marker, whether that marker is staged in dir already (the
+// temp file that store.Prepare leaves).
+type stagedMarkers struct {
+	dir string
+	mu  sync.Mutex
+	// unstaged lists the markers that were not staged.
+	unstaged []string
+	markers  int
+}
+
+func (s *stagedMarkers) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.markers++
+	temps, _ := filepath.Glob(filepath.Join(s.dir, ".COMPLETED-*.part"))
+	if len(temps) != 1 {
+		s.unstaged = append(s.unstaged, fmt.Sprintf("marker %d (staged: %q)", s.markers, temps))
+		return nil
+	}
+	var id uint64
+	fmt.Sscanf(filepath.Base(temps[0]), ".COMPLETED-%d.part", &id)
+	if _, err := os.Stat(filepath.Join(s.dir, fmt.Sprintf("COMPLETED-%d", id))); err == nil {
+		s.unstaged = append(s.unstaged, fmt.Sprintf("marker %d: %s staged for a completed checkpoint", s.markers, temps[0]))
+	}
+	return nil
+}
+
+// The driver prepares every checkpoint before it starts (store.Prepare):
+// when it writes the COMPLETED marker, the marker's synced temp file is
+// staged already, so that the checkpoint waits only for its rename and a
+// directory sync. This holds for periodic checkpoints, each prepared
+// after the one before completed, and for the terminal checkpoint of a
+// bounded job, prepared when the driver starts.
+func TestDriverPreparesEachCheckpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		count    int
+		interval time.Duration
+	}{
+		{"periodic", -1, 20 * time.Millisecond},
+		{"terminal", 500, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rec := &stagedMarkers{dir: dir}
+			defer fault.Set("checkpoint.before-marker", rec.check)()
+			reg := metrics.New()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.count < 0 {
+				go func() {
+					defer cancel()
+					for reg.Summary().CheckpointsCompleted < 4 {
+						time.Sleep(time.Millisecond)
+					}
+				}()
+			}
+			err := Execute(ctx, pipeline(newTracker(), tc.count, nil, nil), Config{
+				MaxParallelism: 4, CheckpointDir: dir, CheckpointInterval: tc.interval, Metrics: reg,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if rec.markers == 0 {
+				t.Fatal("no marker was written")
+			}
+			if len(rec.unstaged) > 0 {
+				t.Fatalf("%d of %d markers were not staged ahead: %v", len(rec.unstaged), rec.markers, rec.unstaged)
+			}
+			st, err := store.Open(dir, store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids, err := st.Completed(); err != nil || len(ids) == 0 {
+				t.Fatalf("completed checkpoints %v, %v", ids, err)
+			}
+		})
+	}
+}
