@@ -11,7 +11,9 @@ var ErrCanceled = errors.New("task canceled")
 
 // Channel is the bounded single-producer single-consumer queue between one
 // upstream subtask and one downstream subtask. Record batches block the
-// producer while the queue holds Cap elements (this is the backpressure),
+// producer while the queue holds Cap elements (this is the backpressure;
+// the consumer may lower Cap below the capacity the channel was made with,
+// see SetCapacity),
 // except while an unaligned barrier is pending at the producer's task,
 // which will overtake them (Outputs.Send); watermarks, barriers and end-of-input never block, so control elements
 // cannot deadlock a paused input. A barrier may take the priority lane
@@ -21,7 +23,8 @@ var ErrCanceled = errors.New("task canceled")
 // Channel is the in-process implementation of the runtime's channel
 // contract; a network channel implements the same methods.
 type Channel struct {
-	capacity int
+	// max is the capacity the channel was made with.
+	max int
 	// wake is the consumer's wake-up signal, shared by all inputs of one task.
 	wake chan struct{}
 	// intr counts the priority barriers queued for the consumer, shared by
@@ -35,6 +38,9 @@ type Channel struct {
 		buf     []Element
 		head, n int
 		records int // queued record batches, the part bounded by capacity
+		// capacity bounds records: max, or less while the consumer has it
+		// smaller (SetCapacity).
+		capacity int
 		// protected counts the non-barrier elements at the head that a
 		// popped priority barrier overtook: they are still owed to that
 		// barrier's region, so a later priority barrier goes behind them.
@@ -51,14 +57,40 @@ func NewChannel(capacity int, wake chan struct{}) *Channel {
 	if capacity < 1 {
 		capacity = 1
 	}
-	c := &Channel{capacity: capacity, wake: wake}
+	c := &Channel{max: capacity, wake: wake}
+	c.mu.capacity = capacity
 	c.mu.buf = make([]Element, capacity+4)
 	c.mu.spaceReady = make(chan struct{}, 1)
 	return c
 }
 
 // Cap returns the capacity in record batches.
-func (c *Channel) Cap() int { return c.capacity }
+func (c *Channel) Cap() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.capacity
+}
+
+// SetCapacity bounds the record lane to n batches, between 1 and the
+// capacity the channel was made with, from the next push on; batches
+// queued beyond a smaller bound stay, and the producer waits until the
+// consumer has taken them. The consumer calls it (see debloater).
+func (c *Channel) SetCapacity(n int) {
+	n = min(max(n, 1), c.max)
+	c.mu.Lock()
+	grew := n > c.mu.capacity && c.mu.waitSpace
+	c.mu.capacity = n
+	if grew {
+		c.mu.waitSpace = false
+	}
+	c.mu.Unlock()
+	if grew {
+		select {
+		case c.mu.spaceReady <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // Len returns the number of queued elements.
 func (c *Channel) Len() int {
@@ -72,7 +104,7 @@ func (c *Channel) Len() int {
 func (c *Channel) Pressure() float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return min(1, float64(c.mu.records)/float64(c.capacity))
+	return min(1, float64(c.mu.records)/float64(c.mu.capacity))
 }
 
 func (c *Channel) grow() {
@@ -104,7 +136,7 @@ func (c *Channel) Push(e Element, done <-chan struct{}) error {
 func (c *Channel) push(e Element, done <-chan struct{}, kick <-chan struct{}, over func() bool) error {
 	c.mu.Lock()
 	if e.Kind == KindRecords {
-		for c.mu.records >= c.capacity && (over == nil || !over()) {
+		for c.mu.records >= c.mu.capacity && (over == nil || !over()) {
 			c.mu.waitSpace = true
 			c.mu.Unlock()
 			select {

@@ -73,6 +73,13 @@ type Config struct {
 	Restore         string
 	ChannelCapacity int
 	BufferTimeout   time.Duration
+	// DebloatTarget is how long the record batches queued in front of a
+	// task should take it to process: a task that is a bottleneck shrinks
+	// its input channels below ChannelCapacity (to no fewer than two
+	// batches) so that they hold about that much of its work (Flink's
+	// buffer debloating). Zero means DefaultDebloatTarget; a negative
+	// value keeps every channel at ChannelCapacity.
+	DebloatTarget time.Duration
 	// SourceIdleWait is how long a source that reported Idle waits before
 	// it is asked again.
 	SourceIdleWait time.Duration
@@ -157,6 +164,9 @@ func Execute(ctx context.Context, g *JobGraph, cfg Config) error {
 	}
 	if cfg.BufferTimeout == 0 {
 		cfg.BufferTimeout = 10 * time.Millisecond
+	}
+	if cfg.DebloatTarget == 0 {
+		cfg.DebloatTarget = DefaultDebloatTarget
 	}
 	if cfg.SourceIdleWait <= 0 {
 		cfg.SourceIdleWait = time.Millisecond
@@ -444,7 +454,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 			in := ins[v][s]
 			b := &taskBase{
 				name: name, participant: p, tc: tc, wake: in.wake, done: done, failing: failing,
-				bufferTimeout: cfg.BufferTimeout,
+				bufferTimeout: cfg.BufferTimeout, debloatTarget: cfg.DebloatTarget,
 			}
 			ex.tasks = append(ex.tasks, b)
 			if vx.NewSource != nil {

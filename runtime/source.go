@@ -24,6 +24,10 @@ type taskBase struct {
 	acks          acker
 	worker        *snapshotWorker // nil when checkpointing is off
 	bufferTimeout time.Duration
+	// debloatTarget is how long the batches queued in front of the task
+	// should take to process (debloater); zero or less keeps the
+	// channels' capacity.
+	debloatTarget time.Duration
 }
 
 // captured is a task's snapshot between the barrier and the worker: the

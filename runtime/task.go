@@ -82,6 +82,8 @@ type operatorTask struct {
 	// encoders counts the encoding goroutines started; the task waits for
 	// them before it closes its chain.
 	encoders sync.WaitGroup
+	// debloat sizes the input channels (nil: they keep their capacity).
+	debloat *debloater
 }
 
 func (t *operatorTask) run() (err error) {
@@ -130,6 +132,9 @@ func (t *operatorTask) run() (err error) {
 		}
 	}
 	t.lastFlush = time.Now()
+	if b.debloatTarget > 0 && len(t.inputs) > 0 && t.inputs[0].max > debloatMinCapacity {
+		t.debloat = newDebloater(b.debloatTarget, t.inputs[0].max, t.lastFlush)
+	}
 	timed, _ := t.op.(Timed)
 	for t.open > 0 {
 		progressed := false
@@ -159,13 +164,15 @@ func (t *operatorTask) run() (err error) {
 					return err
 				}
 			}
-			if b.bufferTimeout >= 0 {
-				if now := time.Now(); now.Sub(t.lastFlush) >= b.bufferTimeout {
+			if b.bufferTimeout >= 0 || t.debloat != nil {
+				now := time.Now()
+				if b.bufferTimeout >= 0 && now.Sub(t.lastFlush) >= b.bufferTimeout {
 					if err := t.op.Flush(); err != nil {
 						return fmt.Errorf("flushing %s: %w", b.name, err)
 					}
 					t.lastFlush = now
 				}
+				t.resizeInputs(now)
 			}
 			continue
 		}
@@ -185,6 +192,7 @@ func (t *operatorTask) run() (err error) {
 				fire = timer.C
 			}
 		}
+		idleFrom := t.lastFlush
 		select {
 		case <-b.wake:
 		case <-fire:
@@ -199,6 +207,11 @@ func (t *operatorTask) run() (err error) {
 		}
 		if timer != nil {
 			timer.Stop()
+		}
+		if t.debloat != nil {
+			now := time.Now()
+			t.debloat.idled(now.Sub(idleFrom))
+			t.resizeInputs(now)
 		}
 	}
 	if err := t.endInput(); err != nil {
@@ -281,6 +294,9 @@ func (t *operatorTask) handleElement(i int, e Element) error {
 	b := t.base
 	switch e.Kind {
 	case KindRecords:
+		if t.debloat != nil {
+			t.debloat.processed()
+		}
 		t.capture(i, e.Batch)
 		if t.intr != nil {
 			return t.processResumable(i, e.Batch)
@@ -326,6 +342,23 @@ func (t *operatorTask) handleElement(i int, e Element) error {
 		}
 	}
 	return nil
+}
+
+// resizeInputs gives the open input channels the capacity the debloater
+// wants once its period has passed.
+func (t *operatorTask) resizeInputs(now time.Time) {
+	if t.debloat == nil {
+		return
+	}
+	n, changed := t.debloat.tick(now, t.open)
+	if !changed {
+		return
+	}
+	for i, c := range t.inputs {
+		if !t.closed[i] {
+			c.SetCapacity(n)
+		}
+	}
 }
 
 // modeFor returns the mode checkpoint br.ID runs under in this task: the one
