@@ -73,7 +73,13 @@ type Generator struct {
 }
 
 type fieldGen struct {
-	typ      types.Type
+	typ types.Type
+	// salt is what the random values of the field mix with the row index
+	// (the seed and the field's position).
+	salt uint64
+	// fast says how Fill makes the field's values without the general
+	// switch of value.
+	fast     fastKind
 	sequence bool
 	// sequence: start, end (integers, or scaled for DECIMAL); floats use fstart
 	start, end int64
@@ -160,9 +166,30 @@ func New(fields []Field, opts map[string]string) (*Generator, error) {
 				g.count = n
 			}
 		}
+		fg.salt = g.seed ^ splitmix64(uint64(len(g.fields))+1)<<1
+		fg.fast = fastOf(&fg)
 		g.fields = append(g.fields, fg)
 	}
 	return g, nil
+}
+
+// fastKind is a kind of field whose values Fill makes on a short path.
+type fastKind uint8
+
+const (
+	slow        fastKind = iota // value's general switch
+	sequenceInt                 // an integer sequence without NULLs
+	randomInt                   // a random integer without NULLs
+)
+
+func fastOf(f *fieldGen) fastKind {
+	if f.nullRate > 0 || !f.typ.Kind.IsInteger() {
+		return slow
+	}
+	if f.sequence {
+		return sequenceInt
+	}
+	return randomInt
 }
 
 func newField(f Field, opts map[string]string) (fieldGen, error) {
@@ -418,13 +445,22 @@ func (g *Generator) Width() int { return len(g.fields) }
 func (g *Generator) Fill(i int64, vals []types.Value) {
 	vals = vals[:len(g.fields)]
 	for j := range g.fields {
-		vals[j] = g.value(j, i)
+		f := &g.fields[j]
+		switch f.fast {
+		case sequenceInt:
+			vals[j] = types.IntOf(f.typ.Kind, f.start+i)
+		case randomInt:
+			r := rnd{s: splitmix64(f.salt ^ uint64(i))}
+			vals[j] = types.IntOf(f.typ.Kind, r.between(f.min, f.max))
+		default:
+			vals[j] = g.value(j, i)
+		}
 	}
 }
 
 func (g *Generator) value(j int, i int64) types.Value {
 	f := &g.fields[j]
-	r := rnd{s: splitmix64(g.seed ^ splitmix64(uint64(j)+1)<<1 ^ uint64(i))}
+	r := rnd{s: splitmix64(f.salt ^ uint64(i))}
 	k := f.typ.Kind
 	if f.nullRate > 0 && r.float() < f.nullRate {
 		return types.NullOf(k)
