@@ -409,7 +409,20 @@ func toTimestampLTZ(c *compiler, pos ast.Pos, name string, args []*node) (*node,
 		scale, mul = 1000, 1000
 	}
 	isInt := args[0].typ.Kind.IsInteger()
-	return strict1(nullableIf(types.TimestampLTZOf(3), anyNullable(args[0])), pos, args[0], func(v types.Value) (types.Value, error) {
+	t := nullableIf(types.TimestampLTZOf(3), anyNullable(args[0]))
+	if a := args[0]; isInt && a.col > 0 {
+		// TO_TIMESTAMP_LTZ(col, p) of an integer column, the usual
+		// rowtime of a table: one call per row.
+		i := a.col - 1
+		return derive(t, pos, func(row []types.Value) (types.Value, error) {
+			x := row[i]
+			if x.IsNull() {
+				return types.Null, nil
+			}
+			return types.TimestampLTZ(x.Int64()*mul, 0, 3), nil
+		}, a), nil
+	}
+	return strict1(t, pos, args[0], func(v types.Value) (types.Value, error) {
 		if isInt {
 			return types.TimestampLTZ(v.Int64()*mul, 0, 3), nil
 		}
