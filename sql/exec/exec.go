@@ -296,10 +296,22 @@ func (b *builder) scan(n *planner.Scan) (clink.Stream[types.Row], error) {
 			par, _ = strconv.Atoi(v)
 		}
 		// Each row is made for its record alone, with room for what the
-		// Calcs below write into it.
+		// Calcs below write into it, cut from a block of rowBlock rows
+		// (see rowBlock). The subtasks of the source call row
+		// concurrently: each takes its block from a pool and puts it back.
 		width, capacity := g.Width(), max(g.Width(), b.rowCapacity(n))
+		var blocks sync.Pool
 		row := func(i int64) types.Row {
-			vals := make([]types.Value, width, capacity)
+			bl, _ := blocks.Get().(*[]types.Value)
+			if bl == nil {
+				bl = new([]types.Value)
+			}
+			if len(*bl) < capacity {
+				*bl = make([]types.Value, capacity*rowBlock)
+			}
+			vals := (*bl)[:width:capacity]
+			*bl = (*bl)[capacity:]
+			blocks.Put(bl)
 			g.Fill(i, vals)
 			return types.Row{Kind: changelog.Insert, Values: vals}
 		}

@@ -634,9 +634,10 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	}), nil
 }
 
-// rowBlock is the most result rows of a firing key cut from one
-// allocation: fewer allocations, while a row kept downstream (by a join,
-// say) keeps at most rowBlock-1 others' values alive with it.
+// rowBlock is the most rows cut from one allocation, the result rows of a
+// firing key or the rows of a datagen source: fewer allocations, while a
+// row kept downstream (by a join, say) keeps at most rowBlock-1 others'
+// values alive with it.
 const rowBlock = 16
 
 // accumulate adds row r to the accumulators of one window (or slice).
