@@ -25,6 +25,12 @@ const debloatMinCapacity = 2
 // which an aligned checkpoint waits for and an unaligned one encodes and
 // writes. A task that is not a bottleneck keeps the configured capacity.
 //
+// A task starts with its channels at the fewest batches, so that queues
+// in front of a task that turns out to be a bottleneck do not fill with
+// seconds of its work before the first sample (they would take that long
+// to drain, and the first checkpoints would wait for them); the first
+// sample gives a task that is none its full capacity.
+//
 // It is a pure calculation on the task goroutine: the task reports the
 // batches it processed and the time it spent waiting for input, and calls
 // tick with the time now; tick returns the capacity per channel to set.
@@ -45,9 +51,10 @@ type debloater struct {
 }
 
 // newDebloater returns a debloater for channels of capacity max, starting
-// its first sample at now.
+// its first sample at now; the channels start at its capacity.
 func newDebloater(target time.Duration, max int, now time.Time) *debloater {
-	return &debloater{target: target, min: min(debloatMinCapacity, max), max: max, start: now, capacity: max}
+	lo := min(debloatMinCapacity, max)
+	return &debloater{target: target, min: lo, max: max, start: now, capacity: lo}
 }
 
 // processed counts a batch the task processed.

@@ -8,6 +8,9 @@ import (
 	"time"
 )
 
+// A task's channels start at two batches; after one period they hold what
+// the task processes in the target time, or their whole capacity when the
+// task is no bottleneck.
 func TestDebloaterSizesChannelsOfABottleneck(t *testing.T) {
 	t0 := time.Unix(0, 0)
 	for _, tc := range []struct {
@@ -34,12 +37,12 @@ func TestDebloaterSizesChannelsOfABottleneck(t *testing.T) {
 				d.processed()
 			}
 			d.idled(tc.idle)
-			if n, changed := d.tick(t0.Add(debloatPeriod-time.Millisecond), tc.inputs); changed || n != 64 {
-				t.Fatalf("tick before the period ended = %d, %v; want 64, false", n, changed)
+			if n, changed := d.tick(t0.Add(debloatPeriod-time.Millisecond), tc.inputs); changed || n != 2 {
+				t.Fatalf("tick before the period ended = %d, %v; want the first 2, false", n, changed)
 			}
 			n, changed := d.tick(t0.Add(debloatPeriod), tc.inputs)
-			if n != tc.capacity || changed != (tc.capacity != 64) {
-				t.Fatalf("tick = %d, %v; want %d, %v", n, changed, tc.capacity, tc.capacity != 64)
+			if n != tc.capacity || changed != (tc.capacity != 2) {
+				t.Fatalf("tick = %d, %v; want %d, %v", n, changed, tc.capacity, tc.capacity != 2)
 			}
 		})
 	}
@@ -126,9 +129,9 @@ func (o *sleepOp) ProcessBatch(int, Batch) error {
 	return nil
 }
 
-// A task that is a bottleneck shrinks its input channels to hold about the
-// debloat target of its work, and gives them their capacity back once it
-// keeps up with its input.
+// A task starts with small input channels; being a bottleneck, it sizes
+// them to hold about the debloat target of its work, and gives them their
+// capacity back once it keeps up with its input.
 func TestTaskDebloatsItsInputs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		wake := make(chan struct{}, 1)
@@ -139,6 +142,9 @@ func TestTaskDebloatsItsInputs(t *testing.T) {
 		base := testBase("op", NewChannel(1, make(chan struct{}, 1)), wake, done)
 		base.debloatTarget = 100 * time.Millisecond
 		ot := &operatorTask{base: base, op: op, inputs: []*Channel{in}, logical: []int{0}}
+		ran := make(chan error, 1)
+		go func() { ran <- ot.run() }()
+		synctest.Wait() // the task waits for input
 		var pace atomic.Int64
 		produced := make(chan struct{})
 		go func() {
@@ -150,9 +156,11 @@ func TestTaskDebloatsItsInputs(t *testing.T) {
 				time.Sleep(time.Duration(pace.Load()))
 			}
 		}()
-		ran := make(chan error, 1)
-		go func() { ran <- ot.run() }()
 
+		time.Sleep(debloatPeriod / 2)
+		if c, n := in.Cap(), in.Len(); c != 2 || n > 2 {
+			t.Errorf("before the first sample the input holds %d batches at a capacity of %d, want at most 2 at a capacity of 2", n, c)
+		}
 		time.Sleep(2 * time.Second)
 		// 1000 records a second for 100ms: 100 records, 10 batches.
 		if c := in.Cap(); c != 10 {

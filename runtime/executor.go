@@ -409,6 +409,11 @@ func (ex *execution) build(done <-chan struct{}) error {
 				}
 				in := ins[e.To][d]
 				c := NewChannel(cfg.ChannelCapacity, in.wake)
+				if cfg.DebloatTarget > 0 {
+					// As the consumer's debloater starts (debloater): so
+					// also before the consumer runs.
+					c.SetCapacity(debloatMinCapacity)
+				}
 				in.chans = append(in.chans, c)
 				in.logical = append(in.logical, e.Input)
 				targets = append(targets, c)

@@ -134,6 +134,9 @@ func (t *operatorTask) run() (err error) {
 	t.lastFlush = time.Now()
 	if b.debloatTarget > 0 && len(t.inputs) > 0 && t.inputs[0].max > debloatMinCapacity {
 		t.debloat = newDebloater(b.debloatTarget, t.inputs[0].max, t.lastFlush)
+		for _, c := range t.inputs {
+			c.SetCapacity(t.debloat.capacity)
+		}
 	}
 	timed, _ := t.op.(Timed)
 	for t.open > 0 {

@@ -67,6 +67,42 @@ GROUP BY window_start, window_end, k;`
 	}
 }
 
+// TestWindowNullRowtime: a row whose rowtime is NULL belongs to no
+// window, per-window (TUMBLE) and sliced (HOP) alike, at any parallelism.
+func TestWindowNullRowtime(t *testing.T) {
+	table := `
+CREATE TABLE t (id BIGINT,
+  ts AS CASE WHEN id % 3 = 0 THEN CAST(NULL AS TIMESTAMP(3)) ELSE CAST(TO_TIMESTAMP_LTZ(id * 1000, 3) AS TIMESTAMP(3)) END,
+  WATERMARK FOR ts AS ts) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '0',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '20');
+CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), n BIGINT, s BIGINT) WITH ('connector' = 'print');
+`
+	for _, tc := range []struct {
+		tvf  string
+		want []string
+	}{
+		{"TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND)", []string{
+			"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:10.000, 6, 27]",
+			"+I[1970-01-01 00:00:10.000, 1970-01-01 00:00:20.000, 7, 100]",
+			"+I[1970-01-01 00:00:20.000, 1970-01-01 00:00:30.000, 1, 20]",
+		}},
+		{"HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '20' SECOND)", []string{
+			"+I[1969-12-31 23:59:50.000, 1970-01-01 00:00:10.000, 6, 27]",
+			"+I[1970-01-01 00:00:00.000, 1970-01-01 00:00:20.000, 13, 127]",
+			"+I[1970-01-01 00:00:10.000, 1970-01-01 00:00:30.000, 8, 120]",
+			"+I[1970-01-01 00:00:20.000, 1970-01-01 00:00:40.000, 1, 20]",
+		}},
+	} {
+		script := table + "INSERT INTO p SELECT window_start, window_end, COUNT(*), SUM(id) FROM TABLE(" + tc.tvf + ") GROUP BY window_start, window_end;"
+		for _, par := range []int{1, 3} {
+			if got := lines(t, run(t, script, par)); !slices.Equal(got, tc.want) {
+				t.Errorf("%s, parallelism %d:\n%s\nwant\n%s", tc.tvf, par, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		}
+	}
+}
+
 func TestWindowHopCumulateNamedArgs(t *testing.T) {
 	hop := run(t, seconds+`INSERT INTO p
 SELECT window_start, window_end, CAST(NULL AS BIGINT), COUNT(*), MAX(id)

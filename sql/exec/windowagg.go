@@ -489,10 +489,10 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 		}
 		return string(k)
 	}
-	// A row without a rowtime belongs to no window (as in the
-	// WindowTableFunction).
-	tc := n.TimeCol
-	in = clink.Filter(in, uid+".rowtime", func(r types.Row) bool { return !r.Values[tc].IsNull() })
+	// windowRowtime: a row without a rowtime belongs to no window (as in
+	// the WindowTableFunction). The window's ProcessElement drops it: a
+	// Filter before the exchange would cost every row a call, for rows
+	// that are rare.
 	sc, ec := n.StartCol, n.EndCol
 	if n.Attached {
 		in = clink.Filter(in, uid+".bounds", func(r types.Row) bool { return !r.Values[sc].IsNull() && !r.Values[ec].IsNull() })
@@ -514,7 +514,11 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	}
 	wa := newWindowAggs(aggs, size)
 
+	tc := n.TimeCol
 	add := func(ctx *clink.KeyedContext[string, *windowState], r types.Row, _ *clink.Collector[types.Row]) error {
+		if r.Values[tc].IsNull() {
+			return nil // no rowtime: in no window (see windowRowtime)
+		}
 		ts := ctx.Timestamp()
 		if ts == clink.NoTimestamp {
 			return fmt.Errorf("operator %s: a row without a timestamp reached the window aggregation", uid)

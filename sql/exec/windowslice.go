@@ -282,9 +282,12 @@ func inTimeRange(t int64) bool { return t > math.MinInt64/4 && t < math.MaxInt64
 // slicedWindowAggregate is fixedWindowAggregate for the windows sl
 // slices; its result rows have room for width values.
 func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.WindowAggregate, sl slicer, ltz bool, width int) clink.Stream[types.Row] {
-	nk, aggs, uid := len(n.Keys), n.Aggs, n.UID()
+	nk, aggs, uid, tc := len(n.Keys), n.Aggs, n.UID(), n.TimeCol
 
 	add := func(ctx *clink.KeyedContext[string, *sliceState], r types.Row, _ *clink.Collector[types.Row]) error {
+		if r.Values[tc].IsNull() {
+			return nil // no rowtime: in no window (see windowRowtime)
+		}
 		ts := ctx.Timestamp()
 		if ts == clink.NoTimestamp {
 			return fmt.Errorf("operator %s: a row without a timestamp reached the window aggregation", uid)
