@@ -119,8 +119,9 @@ func (wa *windowAggs) add(st *windowState, i int, r types.Row, uid string) error
 		return accumulate(st.accs[i], wa.calls, r, uid)
 	}
 	w := &st.wins[i]
-	for j, a := range wa.calls {
-		v, ok := aggInput(&a, r)
+	for j := range wa.calls {
+		a := &wa.calls[j]
+		v, ok := aggInput(a, r)
 		if !ok {
 			continue
 		}
@@ -138,8 +139,8 @@ func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow, accs []exp
 		}
 		return dst
 	}
-	for j, a := range wa.calls {
-		dst = append(dst, a.Func.InlineResult(w.x[wa.slot[j]:]))
+	for j := range wa.calls {
+		dst = append(dst, wa.calls[j].Func.InlineResult(w.x[wa.slot[j]:]))
 	}
 	return dst
 }
@@ -501,10 +502,13 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 	// Calc after the window may write its output into it (see
 	// ownedInput), so it gets room for the widest.
 	b.owned[uid] = true
-	width := b.rowCapacity(n)
+	wo := windowOutput{width: b.rowCapacity(n), ltz: ltz}
+	if p := b.windowProj[uid]; p != nil {
+		wo.cols, wo.width, p.used = p.cols, p.width, true
+	}
 
 	if sl, ok := newSlicer(n); ok {
-		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, ltz, width), nil
+		return slicedWindowAggregate(clink.KeyBy(in, keyOf), n, sl, wo), nil
 	}
 	// TUMBLE and HOP windows all have the window's size; the bounds of an
 	// attached window come from its rows.
@@ -594,7 +598,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 					if kv, err = appendKey(kbuf[:0], ctx.Key(), len(keys)); err != nil {
 						return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 					}
-					rowCap = max(len(kv)+len(aggs)+3, width)
+					rowCap = wo.rowCap(len(kv) + len(aggs))
 					for due < len(st.wins) && wa.end(&st.wins[due])-1 <= wm {
 						due++
 					}
@@ -603,9 +607,17 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 					block = make([]types.Value, rowCap*min(max(due, 1), rowBlock))
 				}
 				due--
-				vals := append(block[:0:rowCap], kv...)
+				dst := block[:0:rowCap]
 				block = block[rowCap:]
-				emitWindowRow(out, wa.appendResults(vals, w, accs), w.start, wa.end(w), ltz)
+				start, end := w.start, wa.end(w)
+				if wo.cols == nil {
+					vals := wa.appendResults(append(dst, kv...), w, accs)
+					emitWindowRow(out, wo.appendBounds(vals, start, end), end)
+					return nil
+				}
+				var buf [16]types.Value
+				full := wa.appendResults(append(buf[:0], kv...), w, accs)
+				emitWindowRow(out, wo.pick(dst, wo.appendBounds(full, start, end)), end)
 				return nil
 			})
 			if ferr != nil {
@@ -660,42 +672,95 @@ func accumulate(accs []expr.Accumulator, aggs []planner.AggCall, r types.Row, ui
 	return nil
 }
 
+// windowOutput is the layout of a window aggregation's result rows. A
+// row is the aggregation's output, the keys, the aggregates' results,
+// window_start, window_end and window_time, unless cols is set: a Calc
+// after the aggregation that only picks columns of it is folded into it
+// (see builder.calc), and a row is then those columns, in cols order (one
+// operator fewer per row, and smaller rows).
+type windowOutput struct {
+	cols []int
+	// width is the room of a new row: a Calc after the aggregation may
+	// write a wider row into it (see ownedInput).
+	width int
+	// ltz: window_time is a TIMESTAMP_LTZ (the rowtime's type).
+	ltz bool
+}
+
+// windowProjection is what builder.calc asks of the window aggregation
+// below a Calc it folds into it: rows of cols with room for width values;
+// used says the aggregation took it.
+type windowProjection struct {
+	cols  []int
+	width int
+	used  bool
+}
+
+// rowCap is the room of a result row of a window with n key values and
+// results.
+func (wo *windowOutput) rowCap(n int) int {
+	if wo.cols != nil {
+		return wo.width
+	}
+	return max(n+3, wo.width)
+}
+
+// appendBounds appends window_start, window_end and window_time of
+// window [start, end) to vals, the keys and results of its row.
+func (wo *windowOutput) appendBounds(vals []types.Value, start, end int64) []types.Value {
+	wt := types.Timestamp(end-1, 0, 3)
+	if wo.ltz {
+		wt = types.TimestampLTZ(end-1, 0, 3)
+	}
+	return append(vals, types.Timestamp(start, 0, 3), types.Timestamp(end, 0, 3), wt)
+}
+
+// pick appends the columns wo keeps of full, a whole result row, to dst.
+func (wo *windowOutput) pick(dst, full []types.Value) []types.Value {
+	for _, c := range wo.cols {
+		dst = append(dst, full[c])
+	}
+	return dst
+}
+
 // emitWindow emits the result row of window [start, end) of the group key
-// k (nk values): +I of the keys, the accumulators' results, window_start,
-// window_end and window_time, at the window's last millisecond. The row
-// has room for at least width values.
-func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, ltz bool, width int, uid string) error {
-	vals, err := windowRow(k, nk, len(accs), width, uid)
+// k (nk values) with the accumulators' results, in the layout wo, at the
+// window's last millisecond.
+func emitWindow(out *clink.Collector[types.Row], k string, nk int, accs []expr.Accumulator, start, end int64, wo *windowOutput, uid string) error {
+	dst := make([]types.Value, 0, wo.rowCap(nk+len(accs)))
+	if wo.cols == nil {
+		vals, err := appendResults(dst, k, nk, accs, uid)
+		if err != nil {
+			return err
+		}
+		emitWindowRow(out, wo.appendBounds(vals, start, end), end)
+		return nil
+	}
+	var buf [16]types.Value
+	full, err := appendResults(buf[:0], k, nk, accs, uid)
 	if err != nil {
 		return err
 	}
-	for _, a := range accs {
-		vals = append(vals, a.Result())
-	}
-	emitWindowRow(out, vals, start, end, ltz)
+	emitWindowRow(out, wo.pick(dst, wo.appendBounds(full, start, end)), end)
 	return nil
 }
 
-// windowRow returns a new result row of a window of group key k (nk
-// values) with na aggregates, holding the key's values so far, with room
-// for at least width values.
-func windowRow(k string, nk, na, width int, uid string) ([]types.Value, error) {
-	vals, err := appendKey(make([]types.Value, 0, max(nk+na+3, width)), k, nk)
+// appendResults appends the nk values of the group key k and the
+// accumulators' results to dst.
+func appendResults(dst []types.Value, k string, nk int, accs []expr.Accumulator, uid string) ([]types.Value, error) {
+	dst, err := appendKey(dst, k, nk)
 	if err != nil {
 		return nil, fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 	}
-	return vals, nil
+	for _, a := range accs {
+		dst = append(dst, a.Result())
+	}
+	return dst, nil
 }
 
-// emitWindowRow appends window_start, window_end and window_time of
-// window [start, end) to vals, the keys and results of its row, and
-// emits it at the window's last millisecond.
-func emitWindowRow(out *clink.Collector[types.Row], vals []types.Value, start, end int64, ltz bool) {
-	wt := types.Timestamp(end-1, 0, 3)
-	if ltz {
-		wt = types.TimestampLTZ(end-1, 0, 3)
-	}
-	vals = append(vals, types.Timestamp(start, 0, 3), types.Timestamp(end, 0, 3), wt)
+// emitWindowRow emits the result row vals of a window that ends at end,
+// at the window's last millisecond.
+func emitWindowRow(out *clink.Collector[types.Row], vals []types.Value, end int64) {
 	out.CollectWithTimestamp(types.Row{Kind: changelog.Insert, Values: vals}, end-1)
 }
 
