@@ -139,6 +139,9 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 	if j, ok := chain[0].Input.(*planner.Join); ok && b.consumers[j.UID()] == 1 && chain[0].Reads() != nil {
 		b.joinReads[j.UID()] = chain[0].Reads()
 	}
+	if s, ok, err := b.foldIntoWindow(n, chain); ok || err != nil {
+		return s, err
+	}
 	in, err := b.stream(chain[0].Input)
 	if err != nil {
 		return in, err
@@ -235,4 +238,58 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 		pool.Put(sp)
 		return err
 	}), nil
+}
+
+// foldIntoWindow builds the Calcs of chain (n on top) as part of the
+// window aggregation below them, when they only pick its columns and the
+// aggregation is theirs alone: it then makes its result rows in n's
+// layout (see windowOutput), and ok is true. Otherwise it builds nothing,
+// unless the aggregation, which declined the projection, is built.
+func (b *builder) foldIntoWindow(n *planner.Calc, chain []*planner.Calc) (s clink.Stream[types.Row], ok bool, err error) {
+	w, isWin := chain[0].Input.(*planner.WindowAggregate)
+	if !isWin || b.consumers[w.UID()] != 1 {
+		return s, false, nil
+	}
+	if _, built := b.streams[w.UID()]; built {
+		return s, false, nil
+	}
+	cols, picks := pickedColumns(chain)
+	if !picks {
+		return s, false, nil
+	}
+	p := &windowProjection{cols: cols, width: max(len(cols), b.reuseWidth(n))}
+	b.windowProj[w.UID()] = p
+	s, err = b.stream(w)
+	delete(b.windowProj, w.UID())
+	if err != nil || !p.used {
+		// The Calcs run on the built stream as usual.
+		return s, false, err
+	}
+	// Each row is made for its window alone, as the aggregation's are.
+	b.owned[n.UID()] = true
+	return s, true, nil
+}
+
+// pickedColumns returns the input columns that the Calcs of chain (bottom
+// first) output, when none filters and every projection is a column.
+func pickedColumns(chain []*planner.Calc) ([]int, bool) {
+	var cols []int
+	for _, c := range chain {
+		if c.Filter != nil {
+			return nil, false
+		}
+		next := make([]int, len(c.Projs))
+		for j, p := range c.Projs {
+			i, ok := p.Column()
+			if !ok {
+				return nil, false
+			}
+			if cols != nil {
+				i = cols[i]
+			}
+			next[j] = i
+		}
+		cols = next
+	}
+	return cols, true
 }

@@ -202,6 +202,9 @@ type builder struct {
 	// joinReads are the columns read of the regular joins (by uid) whose
 	// only consumer is a Calc that says which it reads (Calc.Reads).
 	joinReads map[string][]bool
+	// windowProj holds, by the uid of a window aggregation, the
+	// projection of the Calc folded into it (see windowOutput).
+	windowProj map[string]*windowProjection
 }
 
 // Build adds the operators of sinks (one job's plan) to env.
@@ -221,7 +224,8 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 	}
 	opts.Stdout, opts.Stderr = out, errw
 	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{},
-		readers: map[string][]planner.Node{}, owned: map[string]bool{}, joinReads: map[string][]bool{}}
+		readers: map[string][]planner.Node{}, owned: map[string]bool{}, joinReads: map[string][]bool{},
+		windowProj: map[string]*windowProjection{}}
 	seen := map[string]bool{}
 	var count func(n planner.Node)
 	count = func(n planner.Node) {

@@ -280,8 +280,8 @@ func (st *sliceState) fire(sl slicer, wm int64, uid string, emit func(start, end
 func inTimeRange(t int64) bool { return t > math.MinInt64/4 && t < math.MaxInt64/4 }
 
 // slicedWindowAggregate is fixedWindowAggregate for the windows sl
-// slices; its result rows have room for width values.
-func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.WindowAggregate, sl slicer, ltz bool, width int) clink.Stream[types.Row] {
+// slices; its result rows are laid out as wo says.
+func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.WindowAggregate, sl slicer, wo windowOutput) clink.Stream[types.Row] {
 	nk, aggs, uid, tc := len(n.Keys), n.Aggs, n.UID(), n.TimeCol
 
 	add := func(ctx *clink.KeyedContext[string, *sliceState], r types.Row, _ *clink.Collector[types.Row]) error {
@@ -325,7 +325,7 @@ func slicedWindowAggregate(in clink.KeyedStream[string, types.Row], n *planner.W
 		}
 		wm := ctx.CurrentWatermark()
 		emit := func(start, end int64, accs []expr.Accumulator) error {
-			return emitWindow(out, ctx.Key(), nk, accs, start, end, ltz, width, uid)
+			return emitWindow(out, ctx.Key(), nk, accs, start, end, &wo, uid)
 		}
 		var (
 			timer int64
