@@ -103,6 +103,57 @@ CREATE TABLE p (ws TIMESTAMP(3), we TIMESTAMP(3), n BIGINT, s BIGINT) WITH ('con
 	}
 }
 
+// TestWindowRowtimeAfterPicks runs window aggregations whose input Calc
+// picks columns of the watermark assigner's rows, which the operators run
+// in the Calc below the assigner (foldThroughWatermark in sql/exec): the
+// assigner must read the rowtime where the picks put it. Rows of ids 3000
+// and up with ids divisible by 50 come with a rowtime of 1 s, long after
+// the watermark passed it: they are late and dropped. A watermark taken
+// from another column would fail the job (a column the picks dropped),
+// make every row late (big) or keep the late ones (id).
+func TestWindowRowtimeAfterPicks(t *testing.T) {
+	const n, lateFrom = 4000, 3000
+	// Two tables: a source read by two queries is not folded.
+	var script string
+	for _, name := range []string{"t1", "t2"} {
+		script += fmt.Sprintf(`
+CREATE TABLE %s (id BIGINT, big AS id + 1000000000000,
+  ts AS TO_TIMESTAMP_LTZ(CASE WHEN id >= %d AND id %% 50 = 0 THEN 1000 ELSE id * 100 END, 3),
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH (
+  'connector' = 'datagen', 'rows-per-second' = '2000',
+  'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '%d');`, name, lateFrom, n)
+	}
+	script += `
+CREATE TABLE p1 (ws TIMESTAMP(3), c BIGINT, s BIGINT) WITH ('connector' = 'print', 'print-identifier' = 'ids');
+CREATE TABLE p2 (ws TIMESTAMP(3), c BIGINT, b BIGINT) WITH ('connector' = 'print', 'print-identifier' = 'big');
+INSERT INTO p1 SELECT window_start, COUNT(*), SUM(id) FROM TABLE(TUMBLE(TABLE t1, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+  GROUP BY window_start, window_end;
+INSERT INTO p2 SELECT window_start, COUNT(*), MAX(big) FROM TABLE(TUMBLE(TABLE t2, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+  GROUP BY window_start, window_end;
+`
+	type agg struct{ c, s, b int64 }
+	wins := map[int64]agg{}
+	for id := int64(1); id <= n; id++ {
+		if id >= lateFrom && id%50 == 0 {
+			continue // late
+		}
+		ws := id * 100 / 10000 * 10000
+		a := wins[ws]
+		wins[ws] = agg{a.c + 1, a.s + id, max(a.b, id+1_000_000_000_000)}
+	}
+	var want []string
+	for ws, a := range wins {
+		stamp := time.UnixMilli(ws).UTC().Format("2006-01-02 15:04:05.000")
+		want = append(want, fmt.Sprintf("ids> +I[%s, %d, %d]", stamp, a.c, a.s), fmt.Sprintf("big> +I[%s, %d, %d]", stamp, a.c, a.b))
+	}
+	slices.Sort(want)
+	got := strings.Split(strings.TrimSpace(run(t, script, 1)), "\n")
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestWindowHopCumulateNamedArgs(t *testing.T) {
 	hop := run(t, seconds+`INSERT INTO p
 SELECT window_start, window_end, CAST(NULL AS BIGINT), COUNT(*), MAX(id)

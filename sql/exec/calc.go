@@ -2,10 +2,12 @@ package exec
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connector/changelog"
+	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 )
@@ -47,6 +49,9 @@ func (b *builder) reuseWidth(n planner.Node) int {
 	}
 	switch r := rs[0].(type) {
 	case *planner.Calc:
+		if w, ok := b.calcWidth[r.UID()]; ok {
+			return w // its projections picked (see foldThroughWatermark)
+		}
 		return max(len(r.Projs), b.reuseWidth(r))
 	case *planner.WatermarkAssigner:
 		return b.reuseWidth(r)
@@ -56,7 +61,11 @@ func (b *builder) reuseWidth(n planner.Node) int {
 
 // calcLevel is one Calc of a merged chain, prepared for evaluation.
 type calcLevel struct {
-	c *planner.Calc
+	uid        string // the Calc's, for errors
+	filter     *expr.Compiled
+	filterText string
+	projs      []*expr.Compiled
+	projText   []string
 	// cols[j] is the input column that projection j copies, -1 when it is
 	// computed.
 	cols []int
@@ -72,8 +81,22 @@ type calcLevel struct {
 }
 
 func newCalcLevel(c *planner.Calc) calcLevel {
-	l := calcLevel{c: c, cols: make([]int, len(c.Projs)), prefix: true, inPlace: true}
-	for j, p := range c.Projs {
+	return newLevel(c.UID(), c.Filter, c.FilterText, c.Projs, c.ProjText)
+}
+
+// picked returns the level with only the projections cols, in that order.
+func (l calcLevel) picked(cols []int) calcLevel {
+	projs, text := make([]*expr.Compiled, len(cols)), make([]string, len(cols))
+	for j, c := range cols {
+		projs[j], text[j] = l.projs[c], l.projText[c]
+	}
+	return newLevel(l.uid, l.filter, l.filterText, projs, text)
+}
+
+func newLevel(uid string, filter *expr.Compiled, filterText string, projs []*expr.Compiled, projText []string) calcLevel {
+	l := calcLevel{uid: uid, filter: filter, filterText: filterText, projs: projs, projText: projText,
+		cols: make([]int, len(projs)), prefix: true, inPlace: true}
+	for j, p := range projs {
 		i, ok := p.Column()
 		if !ok {
 			i = -1
@@ -98,7 +121,7 @@ func newCalcLevel(c *planner.Calc) calcLevel {
 // row's own storage (same), a projection of column j into slot j is left
 // as it is.
 func (l *calcLevel) project(kind changelog.RowKind, row, dst []types.Value, same bool) error {
-	for j, p := range l.c.Projs {
+	for j, p := range l.projs {
 		if i := l.cols[j]; i >= 0 {
 			if !same || i != j {
 				dst[j] = row[i]
@@ -107,7 +130,7 @@ func (l *calcLevel) project(kind changelog.RowKind, row, dst []types.Value, same
 		}
 		v, err := p.Eval(row)
 		if err != nil {
-			return fmt.Errorf("operator %s: evaluating %s on %s: %w", l.c.UID(), l.c.ProjText[j], types.Row{Kind: kind, Values: row}, err)
+			return fmt.Errorf("operator %s: evaluating %s on %s: %w", l.uid, l.projText[j], types.Row{Kind: kind, Values: row}, err)
 		}
 		dst[j] = v
 	}
@@ -125,6 +148,23 @@ const stackWidth = 8
 // is owned (see ownedInput) and has room for the output, or when every
 // level passes its input through unchanged.
 func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
+	chain := b.calcChain(n)
+	if s, ok, err := b.foldIntoWindow(n, chain); ok || err != nil {
+		return s, err
+	}
+	if s, ok, err := b.foldThroughWatermark(n, chain); ok || err != nil {
+		return s, err
+	}
+	levels := make([]calcLevel, len(chain))
+	for i, c := range chain {
+		levels[i] = newCalcLevel(c)
+	}
+	return b.calcLevels(n.UID(), chain, levels)
+}
+
+// calcChain returns n and the Calcs below it that feed n alone and are
+// not built yet, bottom first.
+func (b *builder) calcChain(n *planner.Calc) []*planner.Calc {
 	chain := []*planner.Calc{n} // bottom first
 	for {
 		in, ok := chain[0].Input.(*planner.Calc)
@@ -136,49 +176,50 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 		}
 		chain = append([]*planner.Calc{in}, chain...)
 	}
+	return chain
+}
+
+// calcLevels builds the levels of chain (one per Calc, as prepared by the
+// caller) as one FlatMap named uid, the top Calc's; its rows are owned
+// under uid as ownedInput says.
+func (b *builder) calcLevels(uid string, chain []*planner.Calc, levels []calcLevel) (clink.Stream[types.Row], error) {
 	if j, ok := chain[0].Input.(*planner.Join); ok && b.consumers[j.UID()] == 1 && chain[0].Reads() != nil {
 		b.joinReads[j.UID()] = chain[0].Reads()
-	}
-	if s, ok, err := b.foldIntoWindow(n, chain); ok || err != nil {
-		return s, err
 	}
 	in, err := b.stream(chain[0].Input)
 	if err != nil {
 		return in, err
 	}
 	reuse := b.ownedInput(chain[0].Input)
-	levels := make([]calcLevel, len(chain))
 	passes := false // some level may pass its input row on unchanged
-	for i, c := range chain {
-		levels[i] = newCalcLevel(c)
+	for i := range levels {
 		passes = passes || levels[i].prefix
 	}
 	// The output is a new row, or the owned input row: owned either way,
 	// unless a level passes a row this operator does not own.
-	b.owned[n.UID()] = reuse || !passes
+	b.owned[uid] = reuse || !passes
 	// Level i < last writes its row into scratch[off[i]:off[i+1]].
-	off := make([]int, len(chain))
-	for i := 1; i < len(chain); i++ {
-		off[i] = off[i-1] + len(chain[i-1].Projs)
+	off := make([]int, len(levels))
+	for i := 1; i < len(levels); i++ {
+		off[i] = off[i-1] + len(levels[i-1].projs)
 	}
-	scratchLen := off[len(chain)-1]
+	scratchLen := off[len(levels)-1]
 	pool := sync.Pool{New: func() any { s := make([]types.Value, scratchLen); return &s }}
 	eval := func(r types.Row, scratch []types.Value, out *clink.Collector[types.Row]) error {
 		row := r.Values
 		fromScratch := false // row lies in scratch, which must not escape
 		for i := range levels {
 			l := &levels[i]
-			c := l.c
-			if c.Filter != nil {
-				v, err := c.Filter.Eval(row)
+			if l.filter != nil {
+				v, err := l.filter.Eval(row)
 				if err != nil {
-					return fmt.Errorf("operator %s: evaluating %s on %s: %w", c.UID(), c.FilterText, types.Row{Kind: r.Kind, Values: row}, err)
+					return fmt.Errorf("operator %s: evaluating %s on %s: %w", l.uid, l.filterText, types.Row{Kind: r.Kind, Values: row}, err)
 				}
 				if v.IsNull() || !v.Bool() {
 					return nil
 				}
 			}
-			w := len(c.Projs)
+			w := len(l.projs)
 			if l.prefix && len(row) == w {
 				continue
 			}
@@ -227,12 +268,12 @@ func (b *builder) calc(n *planner.Calc) (clink.Stream[types.Row], error) {
 		out.Collect(types.Row{Kind: r.Kind, Values: row})
 		return nil
 	}
-	if len(chain) == 1 {
-		return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
+	if len(levels) == 1 {
+		return clink.FlatMap(in, uid, func(r types.Row, out *clink.Collector[types.Row]) error {
 			return eval(r, nil, out)
 		}), nil
 	}
-	return clink.FlatMap(in, n.UID(), func(r types.Row, out *clink.Collector[types.Row]) error {
+	return clink.FlatMap(in, uid, func(r types.Row, out *clink.Collector[types.Row]) error {
 		sp := pool.Get().(*[]types.Value)
 		err := eval(r, *sp, out)
 		pool.Put(sp)
@@ -292,4 +333,55 @@ func pickedColumns(chain []*planner.Calc) ([]int, bool) {
 		cols = next
 	}
 	return cols, true
+}
+
+// foldThroughWatermark builds the Calcs of chain (n on top), when they
+// only pick columns of a watermark assigner's rows, into the Calc below
+// the assigner: Calc(picks) over WatermarkAssigner over Calc(c) runs as
+// WatermarkAssigner over Calc(c's projections picked), the assigner
+// reading the rowtime where the picks put it. The assigner sees the same
+// rows with the same rowtimes, so it emits the same watermarks, and n's
+// rows are the same; one operator fewer per row, and a scan below makes
+// narrower rows. The picks must keep the rowtime; none may filter (that
+// would change the rows the assigner sees). ok is false, and nothing is
+// built, when the plan is not of that shape.
+func (b *builder) foldThroughWatermark(n *planner.Calc, chain []*planner.Calc) (s clink.Stream[types.Row], ok bool, err error) {
+	w, isWm := chain[0].Input.(*planner.WatermarkAssigner)
+	if !isWm || b.consumers[w.UID()] != 1 {
+		return s, false, nil
+	}
+	low, isCalc := w.Input.(*planner.Calc)
+	if !isCalc || b.consumers[low.UID()] != 1 {
+		return s, false, nil
+	}
+	for _, u := range []string{w.UID(), low.UID()} {
+		if _, built := b.streams[u]; built {
+			return s, false, nil
+		}
+	}
+	cols, picks := pickedColumns(chain)
+	if !picks {
+		return s, false, nil
+	}
+	rowtime := slices.Index(cols, w.Rowtime())
+	if rowtime < 0 {
+		return s, false, nil
+	}
+	lower := b.calcChain(low)
+	levels := make([]calcLevel, len(lower))
+	for i, c := range lower {
+		levels[i] = newCalcLevel(c)
+	}
+	top := len(levels) - 1
+	levels[top] = levels[top].picked(cols)
+	// The widest row written into a scan's below is the picked one, or
+	// what the Calcs above n write.
+	b.calcWidth[low.UID()] = max(len(cols), b.reuseWidth(n))
+	s, err = b.calcLevels(low.UID(), lower, levels)
+	if err != nil {
+		return s, true, err
+	}
+	// The assigner passes the rows on unchanged.
+	b.owned[n.UID()] = b.owned[low.UID()]
+	return b.assignTimestamps(s, w, rowtime), true, nil
 }

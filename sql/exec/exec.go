@@ -205,6 +205,10 @@ type builder struct {
 	// windowProj holds, by the uid of a window aggregation, the
 	// projection of the Calc folded into it (see windowOutput).
 	windowProj map[string]*windowProjection
+	// calcWidth holds, by uid, the output width of the Calcs whose
+	// projections another Calc's picks narrowed (see
+	// foldThroughWatermark).
+	calcWidth map[string]int
 }
 
 // Build adds the operators of sinks (one job's plan) to env.
@@ -225,7 +229,7 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 	opts.Stdout, opts.Stderr = out, errw
 	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{},
 		readers: map[string][]planner.Node{}, owned: map[string]bool{}, joinReads: map[string][]bool{},
-		windowProj: map[string]*windowProjection{}}
+		windowProj: map[string]*windowProjection{}, calcWidth: map[string]int{}}
 	seen := map[string]bool{}
 	var count func(n planner.Node)
 	count = func(n planner.Node) {
@@ -339,7 +343,14 @@ func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Ro
 	if err != nil {
 		return in, err
 	}
-	col := n.Rowtime()
+	// The assigner passes rows on unchanged and keeps none.
+	b.owned[n.UID()] = b.ownedInput(n.Input)
+	return b.assignTimestamps(in, n, n.Rowtime()), nil
+}
+
+// assignTimestamps is the assigner n over in, whose rows have the rowtime
+// in column col.
+func (b *builder) assignTimestamps(in clink.Stream[types.Row], n *planner.WatermarkAssigner, col int) clink.Stream[types.Row] {
 	ts := func(r types.Row) int64 {
 		v := r.Values[col]
 		if v.IsNull() {
@@ -347,11 +358,9 @@ func (b *builder) watermark(n *planner.WatermarkAssigner) (clink.Stream[types.Ro
 		}
 		return v.EpochMillis()
 	}
-	// The assigner passes rows on unchanged and keeps none.
-	b.owned[n.UID()] = b.ownedInput(n.Input)
 	// AssignTimestamps emits max - bound - 1 ms; Flink SQL emits
 	// max(rowtime - delay).
-	return clink.AssignTimestamps(in, n.UID(), ts, time.Duration(n.DelayMs-1)*time.Millisecond), nil
+	return clink.AssignTimestamps(in, n.UID(), ts, time.Duration(n.DelayMs-1)*time.Millisecond)
 }
 
 // groupState is one group's state: how many rows it holds and its live
