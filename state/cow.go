@@ -560,17 +560,19 @@ func exactEqual(t reflect.Type) bool {
 func (t *cowTable[K, V]) put(k K, v V) {
 	if p := t.lastSlot; p != nil && p.k == k {
 		// The read before found k, and nothing has moved it since.
-		t.recordLast(k)
+		if t.changelog {
+			t.recordLast(k)
+		}
 		p.v = v
 	} else {
 		t.putAny(k, v)
 	}
 }
 
-// recordLast records in the changelog a write of k through lastSlot that
-// is about to happen.
+// recordLast records in the changelog (t.changelog) a write of k through
+// lastSlot that is about to happen.
 func (t *cowTable[K, V]) recordLast(k K) {
-	if t.changelog && t.lastChanges != nil {
+	if t.lastChanges != nil {
 		if t.diff != nil {
 			t.lastChanges.recordOld(t.lastIndex, k, t.lastSlot.v, true)
 		} else {
@@ -587,7 +589,9 @@ func (t *cowTable[K, V]) putAny(k K, v V) {
 	} else {
 		i = t.insert(s, k, m, i)
 	}
-	t.recordOld(s, i, ok)
+	if t.diff != nil {
+		t.recordOld(s, i, ok)
+	}
 	s.slots[i].v = v
 	t.touch(s, i)
 }
@@ -635,7 +639,9 @@ func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
 	} else {
 		i = t.insert(s, k, m, i)
 	}
-	t.recordOld(s, i, ok)
+	if t.diff != nil {
+		t.recordOld(s, i, ok)
+	}
 	s.slots[i].v = nv
 	t.touch(s, i)
 }

@@ -102,7 +102,9 @@ func (s *ValueState[K, V]) Get(k K) (V, bool) {
 func (s *ValueState[K, V]) Put(k K, v V) {
 	if t := s.t; t != nil {
 		if p := t.lastSlot; p != nil && p.k == k {
-			t.recordLast(k)
+			if t.changelog {
+				t.recordLast(k)
+			}
 			p.v = v
 			return
 		}
