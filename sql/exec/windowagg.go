@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/clinkstream/clink"
@@ -27,23 +28,21 @@ import (
 // windowslice.go): a row updates one slice, and a window merges its slices
 // when it fires.
 
-// openWindow is one open window of a group key: its start and, in x, its
-// end when windows differ in length (see windowAggs.size) and the
-// aggregates' inline accumulators when every aggregate of the window
-// aggregation is kept inline (see windowAggs). Other accumulators live in
-// windowState.accs beside the windows.
+// A group key's open windows lie one after the other in windowState.wins,
+// windowAggs.stride words each: a window is the view of its words, w[0]
+// its start, w[1] its end when windows differ in length (see
+// windowAggs.size), then the aggregates' inline accumulators when every
+// aggregate of the window aggregation is kept inline (see windowAggs).
+// Other accumulators live in windowState.accs beside the windows.
 //
-// A window is 32 bytes, two per cache line: with many keys, the store of
-// a key's new window is mostly a cache miss (the key's windows were last
-// touched when they fired), the largest single cost of a row.
-type openWindow struct {
-	start int64
-	x     [windowWords]int64
-}
+// A window takes only the words it needs: with many keys, the store of a
+// key's new window is mostly a cache miss (the key's windows were last
+// touched when they fired), the largest single cost of a row, and a
+// TUMBLE window with COUNT(*) is 16 bytes, four to a cache line.
 
-// windowWords is the room of openWindow.x: a TUMBLE window keeps COUNT(*)
-// and SUM(x) in it; a window that stores its end keeps one fewer slot.
-const windowWords = 3
+// maxWindowWords is the most words a window with inline accumulators
+// takes; aggregates that would need more keep an expr.Accumulator each.
+const maxWindowWords = 16
 
 // windowAggs is the aggregates of a window aggregation and where a
 // window keeps their accumulators.
@@ -51,13 +50,15 @@ type windowAggs struct {
 	calls []planner.AggCall
 	// size is the length of every window when they all have one (TUMBLE
 	// and HOP): a window's end is start + size and is not stored. It is 0
-	// when the end is stored, in x[0].
+	// when the end is stored, in w[1].
 	size int64
-	// base is where the inline slots start in openWindow.x: 1 when x[0]
-	// holds the end.
+	// base is where the inline slots start in a window: after the start,
+	// and after the end when it is stored.
 	base int
-	// inline says every aggregate is kept in openWindow.x, aggregate j
-	// from x[base+slot[j]] on; otherwise each has an expr.Accumulator in
+	// stride is the words of a window.
+	stride int
+	// inline says every aggregate is kept in the window, aggregate j from
+	// w[slot[j]] on; otherwise each has an expr.Accumulator in
 	// windowState.accs.
 	inline bool
 	slot   []int
@@ -70,47 +71,38 @@ type windowAggs struct {
 
 // newWindowAggs lays out the accumulators of aggs for windows of length
 // size (0 when their lengths differ): inline when each one can be
-// (expr.AggFunc.InlineSlots) and all fit in openWindow.x beside the end.
+// (expr.AggFunc.InlineSlots) and a window fits maxWindowWords.
 func newWindowAggs(aggs []planner.AggCall, size int64) *windowAggs {
-	base := 0
+	base := 1
 	if size <= 0 {
-		size, base = 0, 1
+		size, base = 0, 2
 	}
-	wa := &windowAggs{calls: aggs, size: size, base: base, inline: true, slot: make([]int, len(aggs))}
-	used := base
+	wa := &windowAggs{calls: aggs, size: size, base: base, stride: base, inline: true, slot: make([]int, len(aggs))}
 	for j, a := range aggs {
 		n := a.Func.InlineSlots()
-		if n == 0 || used+n > windowWords {
-			return &windowAggs{calls: aggs, size: size, base: base}
+		if n == 0 || wa.stride+n > maxWindowWords {
+			return &windowAggs{calls: aggs, size: size, base: base, stride: base}
 		}
-		wa.slot[j] = used
-		used += n
+		wa.slot[j] = wa.stride
+		wa.stride += n
 	}
 	return wa
 }
 
+// count returns the number of open windows of s.
+func (wa *windowAggs) count(s *windowState) int { return len(s.wins) / wa.stride }
+
+// win returns window i of s.
+func (wa *windowAggs) win(s *windowState, i int) []int64 {
+	return s.wins[i*wa.stride : (i+1)*wa.stride : (i+1)*wa.stride]
+}
+
 // end returns the end of window w.
-func (wa *windowAggs) end(w *openWindow) int64 {
+func (wa *windowAggs) end(w []int64) int64 {
 	if wa.size > 0 {
-		return w.start + wa.size
+		return w[0] + wa.size
 	}
-	return w.x[0]
-}
-
-// before reports whether window w comes before [start, end) in firing
-// order: by end, then start.
-func (wa *windowAggs) before(w *openWindow, start, end int64) bool {
-	we := wa.end(w)
-	return we < end || we == end && w.start < start
-}
-
-// newWindow returns the window [start, end), its accumulators cleared.
-func (wa *windowAggs) newWindow(start, end int64) openWindow {
-	w := openWindow{start: start}
-	if wa.size == 0 {
-		w.x[0] = end
-	}
-	return w
+	return w[1]
 }
 
 // add adds row r to the accumulators of window i of st.
@@ -118,21 +110,21 @@ func (wa *windowAggs) add(st *windowState, i int, r types.Row, uid string) error
 	if !wa.inline {
 		return accumulate(st.accs[i], wa.calls, r, uid)
 	}
-	w := &st.wins[i]
+	w := wa.win(st, i)
 	for j := range wa.calls {
 		a := &wa.calls[j]
 		v, ok := aggInput(a, r)
 		if !ok {
 			continue
 		}
-		a.Func.AddInline(w.x[wa.slot[j]:], v)
+		a.Func.AddInline(w[wa.slot[j]:], v)
 	}
 	return nil
 }
 
 // appendResults appends the results of the aggregates of window w, whose
 // accumulators are accs when they are not inline, to dst.
-func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow, accs []expr.Accumulator) []types.Value {
+func (wa *windowAggs) appendResults(dst []types.Value, w []int64, accs []expr.Accumulator) []types.Value {
 	if !wa.inline {
 		for _, a := range accs {
 			dst = append(dst, a.Result())
@@ -140,7 +132,7 @@ func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow, accs []exp
 		return dst
 	}
 	for j := range wa.calls {
-		dst = append(dst, wa.calls[j].Func.InlineResult(w.x[wa.slot[j]:]))
+		dst = append(dst, wa.calls[j].Func.InlineResult(w[wa.slot[j]:]))
 	}
 	return dst
 }
@@ -148,23 +140,23 @@ func (wa *windowAggs) appendResults(dst []types.Value, w *openWindow, accs []exp
 // windowState is the open windows of one group key, ordered by end then
 // start.
 type windowState struct {
-	wins []openWindow
-	// accs[i] is the accumulators of wins[i] when they are not inline
+	wins []int64
+	// accs[i] is the accumulators of window i when they are not inline
 	// (accs is empty otherwise).
 	accs [][]expr.Accumulator
 	// spare is room for the accumulators of windows to come, allocated
 	// for as many windows as are open (a key with many open windows
 	// opens many), not one slice per window.
 	spare []expr.Accumulator
-	// first holds the first window of a new state: most keys have one
-	// or two windows open.
-	first [1]openWindow
+	// first is the room of a new state's first windows: most keys have
+	// one or two open.
+	first [4]int64
 	// firstAccs is the spare room of a new state when its windows have
 	// at most two aggregates: a key's first window allocates no slice.
 	firstAccs [2]expr.Accumulator
 }
 
-// newWindowState returns an empty state with room for one window and,
+// newWindowState returns an empty state with room for a window and,
 // when they are few, its k accumulators.
 func newWindowState(k int) *windowState {
 	s := &windowState{}
@@ -192,7 +184,7 @@ func reuseWindowState(free *sync.Pool, k int) *windowState {
 func (s *windowState) clone() *windowState {
 	// The copy keeps the room of the original: the key goes on opening
 	// windows as fast as before the checkpoint.
-	c := &windowState{wins: make([]openWindow, len(s.wins), cap(s.wins))}
+	c := &windowState{wins: make([]int64, len(s.wins), cap(s.wins))}
 	copy(c.wins, s.wins) // inline accumulators are copied with the windows
 	if len(s.accs) > 0 {
 		c.accs = make([][]expr.Accumulator, len(s.accs), cap(s.accs))
@@ -212,16 +204,27 @@ func (s *windowState) clone() *windowState {
 func (s *windowState) window(start, end int64, wa *windowAggs) (i int, added bool) {
 	// Rows come mostly in time order, so their windows are mostly the
 	// last ones: search from the end.
-	i = len(s.wins)
-	for i > 0 && !wa.before(&s.wins[i-1], start, end) {
-		if w := &s.wins[i-1]; w.start == start && wa.end(w) == end {
+	st := wa.stride
+	i = len(s.wins) / st
+	for ; i > 0; i-- {
+		w := s.wins[(i-1)*st:]
+		we := wa.end(w)
+		if we < end || we == end && w[0] < start {
+			break // window i-1 fires before [start, end)
+		}
+		if w[0] == start && we == end {
 			return i - 1, false
 		}
-		i--
 	}
-	s.wins = append(s.wins, openWindow{})
-	copy(s.wins[i+1:], s.wins[i:])
-	s.wins[i] = wa.newWindow(start, end)
+	n := len(s.wins)
+	s.wins = slices.Grow(s.wins, st)[:n+st]
+	copy(s.wins[(i+1)*st:], s.wins[i*st:n])
+	w := s.wins[i*st : (i+1)*st]
+	w[0] = start
+	if wa.base > 1 {
+		w[1] = end
+	}
+	clear(w[wa.base:])
 	if !wa.inline {
 		accs := newAccs(&s.spare, wa.calls, len(s.accs))
 		s.accs = append(s.accs, nil)
@@ -237,11 +240,10 @@ func (s *windowState) window(start, end int64, wa *windowAggs) (i int, added boo
 // which keeps its room; a fired window's accumulator room becomes the
 // spare room when that is used up. On an error of emit the window it
 // failed on stays.
-func (s *windowState) fire(wm int64, wa *windowAggs, emit func(w *openWindow, accs []expr.Accumulator) error) error {
-	done := 0
+func (s *windowState) fire(wm int64, wa *windowAggs, emit func(w []int64, accs []expr.Accumulator) error) error {
+	done, n := 0, wa.count(s)
 	defer func() {
-		left := copy(s.wins, s.wins[done:])
-		clear(s.wins[left:])
+		left := copy(s.wins, s.wins[done*wa.stride:])
 		s.wins = s.wins[:left]
 		if len(s.accs) > 0 {
 			left := copy(s.accs, s.accs[done:])
@@ -249,12 +251,12 @@ func (s *windowState) fire(wm int64, wa *windowAggs, emit func(w *openWindow, ac
 			s.accs = s.accs[:left]
 		}
 	}()
-	for done < len(s.wins) && wa.end(&s.wins[done])-1 <= wm {
+	for done < n && wa.end(wa.win(s, done))-1 <= wm {
 		var accs []expr.Accumulator
 		if len(s.accs) > 0 {
 			accs = s.accs[done]
 		}
-		if err := emit(&s.wins[done], accs); err != nil {
+		if err := emit(wa.win(s, done), accs); err != nil {
 			return err
 		}
 		// Its accumulators' room is its own k slots of an array it
@@ -297,10 +299,11 @@ type windowCodec struct {
 }
 
 func (c windowCodec) Append(dst []byte, s *windowState) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(s.wins)))
-	for i := range s.wins {
-		w := &s.wins[i]
-		dst = binary.AppendVarint(dst, w.start)
+	n := c.aggs.count(s)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	for i := range n {
+		w := c.aggs.win(s, i)
+		dst = binary.AppendVarint(dst, w[0])
 		dst = binary.AppendVarint(dst, c.aggs.end(w))
 		if !c.aggs.inline {
 			dst = appendAccs(dst, s.accs[i], c.uid)
@@ -308,7 +311,7 @@ func (c windowCodec) Append(dst []byte, s *windowState) []byte {
 		}
 		for j, a := range c.aggs.calls {
 			var buf [32]byte
-			enc := a.Func.AppendInline(buf[:0], w.x[c.aggs.slot[j]:])
+			enc := a.Func.AppendInline(buf[:0], w[c.aggs.slot[j]:])
 			dst = binary.AppendUvarint(dst, uint64(len(enc)))
 			dst = append(dst, enc...)
 		}
@@ -316,10 +319,10 @@ func (c windowCodec) Append(dst []byte, s *windowState) []byte {
 	return dst
 }
 
-// decodeInline decodes into w.x the accumulators of aggs that
+// decodeInline decodes into window w the accumulators of aggs that
 // appendAccs or windowCodec.Append wrote at the start of src, and returns
 // how many bytes they took.
-func decodeInline(w *openWindow, src []byte, aggs *windowAggs, uid string) (int, error) {
+func decodeInline(w []int64, src []byte, aggs *windowAggs, uid string) (int, error) {
 	used := 0
 	for j, a := range aggs.calls {
 		l, m := binary.Uvarint(src[used:])
@@ -328,7 +331,7 @@ func decodeInline(w *openWindow, src []byte, aggs *windowAggs, uid string) (int,
 		}
 		used += m
 		s := aggs.slot[j]
-		if err := a.Func.DecodeInline(src[used:used+int(l)], w.x[s:s+a.Func.InlineSlots()]); err != nil {
+		if err := a.Func.DecodeInline(src[used:used+int(l)], w[s:s+a.Func.InlineSlots()]); err != nil {
 			return 0, fmt.Errorf("operator %s: %w", uid, err)
 		}
 		used += int(l)
@@ -376,15 +379,17 @@ func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
 	bad := func(what string) (*windowState, int, error) {
 		return nil, 0, fmt.Errorf("operator %s: window state: %s", c.uid, what)
 	}
+	// A window takes at least a byte for its start, one for its end and
+	// one for each accumulator's length.
 	n, used := binary.Uvarint(src)
-	if used <= 0 || n > uint64(len(src)) {
+	if used <= 0 || n > uint64(len(src)/(2+len(c.aggs.calls))) {
 		return bad("bad window count")
 	}
-	s := &windowState{wins: make([]openWindow, n)}
+	s := &windowState{wins: make([]int64, int(n)*c.aggs.stride)}
 	if !c.aggs.inline {
 		s.accs = make([][]expr.Accumulator, n)
 	}
-	for i := range s.wins {
+	for i := range int(n) {
 		var start, end int64
 		var m int
 		if start, m = binary.Varint(src[used:]); m <= 0 {
@@ -398,8 +403,11 @@ func (c windowCodec) Decode(src []byte) (*windowState, int, error) {
 		if c.aggs.size > 0 && end-start != c.aggs.size {
 			return bad(fmt.Sprintf("window %d: [%d, %d) is not %d ms long", i, start, end, c.aggs.size))
 		}
-		w := &s.wins[i]
-		*w = c.aggs.newWindow(start, end)
+		w := c.aggs.win(s, i)
+		w[0] = start
+		if c.aggs.base > 1 {
+			w[1] = end
+		}
 		var err error
 		if c.aggs.inline {
 			m, err = decodeInline(w, src[used:], c.aggs, c.uid)
@@ -556,7 +564,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			if st == nil {
 				return nil, false
 			}
-			next = wa.end(&st.wins[0]) - 1
+			next = wa.end(st.wins) - 1
 			return st, true
 		})
 		if ferr != nil {
@@ -592,14 +600,14 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 			// of up to rowBlock rows, each row capped at its own room.
 			var block []types.Value
 			rowCap, due := 0, 0
-			ferr = st.fire(wm, wa, func(w *openWindow, accs []expr.Accumulator) error {
+			ferr = st.fire(wm, wa, func(w []int64, accs []expr.Accumulator) error {
 				if kv == nil {
 					var err error
 					if kv, err = appendKey(kbuf[:0], ctx.Key(), len(keys)); err != nil {
 						return fmt.Errorf("operator %s: decoding its key: %w", uid, err)
 					}
 					rowCap = wo.rowCap(len(kv) + len(aggs))
-					for due < len(st.wins) && wa.end(&st.wins[due])-1 <= wm {
+					for n := wa.count(st); due < n && wa.end(wa.win(st, due))-1 <= wm; {
 						due++
 					}
 				}
@@ -609,7 +617,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				due--
 				dst := block[:0:rowCap]
 				block = block[rowCap:]
-				start, end := w.start, wa.end(w)
+				start, end := w[0], wa.end(w)
 				if wo.cols == nil {
 					vals := wa.appendResults(append(dst, kv...), w, accs)
 					emitWindowRow(out, wo.appendBounds(vals, start, end), end)
@@ -630,7 +638,7 @@ func (b *builder) fixedWindowAggregate(in clink.Stream[types.Row], n *planner.Wi
 				wa.free.Put(st)
 				return nil, false
 			}
-			rearm, next = true, wa.end(&st.wins[0])-1
+			rearm, next = true, wa.end(st.wins)-1
 			return st, true
 		})
 		if ferr != nil {

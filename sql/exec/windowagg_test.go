@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"unsafe"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/sql/expr"
@@ -42,8 +41,8 @@ func TestWindowStateFire(t *testing.T) {
 				size = tc.assign.size
 			}
 			wa := newWindowAggs(tc.aggs, size)
-			if wa.inline != (len(tc.aggs) == 2 && size > 0) {
-				t.Fatalf("COUNT and SUM should be inline beside an implied end, with MAX or a stored end not: inline %v", wa.inline)
+			if wa.inline != (len(tc.aggs) == 2) {
+				t.Fatalf("COUNT and SUM should be inline, with MAX not: inline %v", wa.inline)
 			}
 			codec := windowCodec{aggs: wa, uid: "w"}
 			var st *windowState
@@ -81,8 +80,8 @@ func TestWindowStateFire(t *testing.T) {
 					}
 					var got []string
 					if st != nil {
-						err := st.fire(wm, wa, func(w *openWindow, accs []expr.Accumulator) error {
-							s := fmt.Sprintf("[%d,%d)", w.start, wa.end(w))
+						err := st.fire(wm, wa, func(w []int64, accs []expr.Accumulator) error {
+							s := fmt.Sprintf("[%d,%d)", w[0], wa.end(w))
 							for _, v := range wa.appendResults(nil, w, accs) {
 								s += fmt.Sprintf(" %d", v.Int64())
 							}
@@ -124,7 +123,7 @@ func TestWindowStateFire(t *testing.T) {
 // error naming the aggregate.
 func TestWindowStateInlineLayout(t *testing.T) {
 	aggs := sliceTestAggs(t)[:2] // COUNT(*), SUM(x)
-	inl, acc := newWindowAggs(aggs, 10), &windowAggs{calls: aggs, size: 10}
+	inl, acc := newWindowAggs(aggs, 10), &windowAggs{calls: aggs, size: 10, base: 1, stride: 1}
 	if !inl.inline {
 		t.Fatal("COUNT(*) and SUM(BIGINT) are not kept inline")
 	}
@@ -145,18 +144,18 @@ func TestWindowStateInlineLayout(t *testing.T) {
 	}
 	results := func(wa *windowAggs, st *windowState) []string {
 		var out []string
-		for i := range st.wins {
-			w := &st.wins[i]
+		for i := range wa.count(st) {
+			w := wa.win(st, i)
 			var accs []expr.Accumulator
 			if !wa.inline {
 				accs = st.accs[i]
 			}
-			out = append(out, fmt.Sprint(w.start, wa.end(w), wa.appendResults(nil, w, accs)))
+			out = append(out, fmt.Sprint(w[0], wa.end(w), wa.appendResults(nil, w, accs)))
 		}
 		return out
 	}
 	a, b := build(inl), build(acc)
-	if len(b.accs) != len(b.wins) || len(a.accs) != 0 {
+	if len(b.accs) != acc.count(b) || len(a.accs) != 0 {
 		t.Fatal("layouts not as asked")
 	}
 	encA := windowCodec{aggs: inl, uid: "w"}.Append(nil, a)
@@ -240,13 +239,35 @@ func FuzzWindowCodecInline(f *testing.F) {
 	})
 }
 
-// TestOpenWindowSize: two windows share a cache line, and a TUMBLE window
-// whose state says it is not the window's size long is refused.
+// TestOpenWindowSize: a window takes the words its aggregates need (a
+// TUMBLE window with COUNT(*) two, four to a cache line), and a TUMBLE
+// window whose state says it is not the window's size long is refused.
 func TestOpenWindowSize(t *testing.T) {
-	if n := unsafe.Sizeof(openWindow{}); n != 32 {
-		t.Fatalf("an open window takes %d bytes, want 32", n)
+	aggs := sliceTestAggs(t)[:2] // COUNT(*), SUM(x)
+	for _, tc := range []struct {
+		aggs  []planner.AggCall
+		size  int64
+		words int
+	}{
+		{aggs[:1], 10, 2},         // start, count
+		{aggs[:1], 0, 3},          // start, end, count
+		{aggs, 10, 4},             // start, count, SUM's count and sum
+		{sliceTestAggs(t), 10, 1}, // MAX is not inline: the start alone
+	} {
+		if wa := newWindowAggs(tc.aggs, tc.size); wa.stride != tc.words {
+			t.Errorf("%d aggregates, size %d: a window takes %d words, want %d", len(tc.aggs), tc.size, wa.stride, tc.words)
+		}
 	}
-	aggs := sliceTestAggs(t)[:2]
+	var many []planner.AggCall
+	for len(many)*2 < maxWindowWords {
+		many = append(many, aggs[1])
+	}
+	if newWindowAggs(many, 10).inline {
+		t.Errorf("%d SUMs are kept inline in more than %d words", len(many), maxWindowWords)
+	}
+	if !newWindowAggs(many[:len(many)-1], 10).inline {
+		t.Errorf("%d SUMs, which fit %d words, are not kept inline", len(many)-1, maxWindowWords)
+	}
 	long := windowCodec{aggs: newWindowAggs(aggs, 0), uid: "w"}
 	st := newWindowState(2)
 	st.window(0, 20, long.aggs)

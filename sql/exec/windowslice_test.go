@@ -280,7 +280,7 @@ func FuzzSliceCodec(f *testing.F) {
 	if got.next != 12 || len(got.slices) != 3 || got.slices[1].start != 10 || got.slices[2].accs[1].Result().Int64() != 14 {
 		f.Fatalf("decoded %+v", got)
 	}
-	ws := &windowState{wins: []openWindow{{start: 0}}, accs: [][]expr.Accumulator{{aggs[0].Func.New(), aggs[1].Func.New(), aggs[2].Func.New()}}}
+	ws := &windowState{wins: []int64{0}, accs: [][]expr.Accumulator{{aggs[0].Func.New(), aggs[1].Func.New(), aggs[2].Func.New()}}}
 	old := windowCodec{aggs: newWindowAggs(aggs, 10), uid: "w"}.Append(nil, ws)
 	if _, _, err := c.Decode(old); err == nil {
 		f.Fatal("decoded a state of the per-window layout as slices")
