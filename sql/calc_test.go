@@ -10,8 +10,9 @@ import (
 // TestCalcWritesIntoOwnedRows runs Calcs of every shape over datagen rows,
 // which a Calc may overwrite with its output (the row is made for that
 // record alone): permutations that read a slot an earlier projection
-// wrote, outputs wider than the input, merged Calcs with scratch rows,
-// a Calc after a watermark assigner. The output must be what the query
+// wrote, one computed value among columns that move, outputs wider than
+// the input, merged Calcs with scratch rows, a Calc after a watermark
+// assigner. The output must be what the query
 // says, at parallelism 1 and 2.
 func TestCalcWritesIntoOwnedRows(t *testing.T) {
 	const table = `
@@ -68,6 +69,12 @@ CREATE TABLE u (a BIGINT, b BIGINT) WITH (
 			func(a, b int64) []int64 { return []int64{a, a, a*10 + b} }},
 		{"a computed column over a slot read later", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT a, b + 1, a * 10 + b FROM u",
 			func(a, b int64) []int64 { return []int64{a, b + 1, a*10 + b} }},
+		{"one computed from a slot a column overwrites", "(x BIGINT, y BIGINT)", "SELECT b, a * 10 FROM u",
+			func(a, b int64) []int64 { return []int64{b, a * 10} }},
+		{"one computed after a column copied twice", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT b, b, a * 10 FROM u",
+			func(a, b int64) []int64 { return []int64{b, b, a * 10} }},
+		{"one computed after a swap", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT b, a, b * 10 FROM u",
+			func(a, b int64) []int64 { return []int64{b, a, b * 10} }},
 		{"after a watermark assigner", "(x BIGINT, y BIGINT, z BIGINT)", "SELECT b, a, a * 10 FROM t WHERE b <> 110",
 			func(a, b int64) []int64 {
 				if b == 110 {

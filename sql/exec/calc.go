@@ -78,6 +78,13 @@ type calcLevel struct {
 	// output may overwrite the input directly, leaving such slots as they
 	// are: a scan's computed column (ts AS f(a)) writes one slot.
 	inPlace bool
+	// computed is the one projection that is computed when there is one
+	// alone (-1 otherwise); movesFirst says that, with its value in hand,
+	// the output may overwrite the input directly: no column projection
+	// reads a slot an earlier one wrote, and the computed value is
+	// written last (a rowtime computed from a column the picks drop).
+	computed   int
+	movesFirst bool
 }
 
 func newCalcLevel(c *planner.Calc) calcLevel {
@@ -114,7 +121,29 @@ func newLevel(uid string, filter *expr.Compiled, filterText string, projs []*exp
 			}
 		}
 	}
+	l.computed, l.movesFirst = -1, false
+	if n := len(projs) - countColumns(l.cols); n == 1 {
+		l.computed, l.movesFirst = slices.Index(l.cols, -1), true
+		for j, i := range l.cols {
+			for w, iw := range l.cols[:j] {
+				if i >= 0 && iw >= 0 && iw != w && i == w {
+					l.movesFirst = false // column j reads slot w, which moved
+				}
+			}
+		}
+	}
 	return l
+}
+
+// countColumns counts the projections that copy a column.
+func countColumns(cols []int) int {
+	n := 0
+	for _, i := range cols {
+		if i >= 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // project writes the level's projections of row into dst. When dst is
@@ -237,6 +266,22 @@ func (b *builder) calcLevels(uid string, chain []*planner.Calc, levels []calcLev
 					return err
 				}
 				row, fromScratch = dst, false
+			case reuse && cap(r.Values) >= w && l.movesFirst:
+				// The one computed value first, then the columns in
+				// place, then the value: no copy of the row.
+				c := l.computed
+				v, err := l.projs[c].Eval(row)
+				if err != nil {
+					return fmt.Errorf("operator %s: evaluating %s on %s: %w", l.uid, l.projText[c], types.Row{Kind: kind, Values: row}, err)
+				}
+				dst := r.Values[:w]
+				for j, src := range l.cols {
+					if src >= 0 && src != j {
+						dst[j] = row[src]
+					}
+				}
+				dst[c] = v
+				row = dst
 			case reuse && cap(r.Values) >= w && w <= stackWidth:
 				// A projection may read a slot an earlier one wrote:
 				// evaluate all of them first.
