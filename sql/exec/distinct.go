@@ -209,7 +209,14 @@ func addOrRetract(acc expr.Accumulator, v types.Value, add bool) error {
 // accumulateDistinct adds (or retracts) row r's values of the DISTINCT
 // aggregates of group st, whose key is group, and feeds st's accumulators
 // each value's first addition and last retraction.
-func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.AggCall, st *groupState, r types.Row, add bool) error {
+//
+// Over an input without retractions (insertOnly) a lane's count only says
+// whether the value was seen: it stays 1, and a value every lane of the
+// row has seen leaves its entry as it is. The entries then change only
+// when values arrive that the group had not seen, so a checkpoint's delta
+// holds the new values alone, however often the old ones recur. (An entry
+// restored with a count above 1 keeps it; only zero and non-zero differ.)
+func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.AggCall, st *groupState, r types.Row, add, insertOnly bool) error {
 	var buf [32]byte
 	for si := range slots {
 		sl := &slots[si]
@@ -241,6 +248,8 @@ func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.
 			if add {
 				if c[l] == 0 {
 					changed |= 1 << l
+				} else if insertOnly {
+					continue
 				}
 				c[l]++
 				continue
@@ -253,9 +262,12 @@ func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.
 				changed |= 1 << l
 			}
 		}
-		if c == (distinctCounts{}) {
+		switch {
+		case insertOnly && changed == 0:
+			// Seen by every lane the row feeds: the entry stays.
+		case c == (distinctCounts{}):
 			ds.Delete(k)
-		} else {
+		default:
 			ds.Put(k, c)
 		}
 		for l, i := range sl.aggs {

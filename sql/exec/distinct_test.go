@@ -1,12 +1,15 @@
 package exec
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
+	"github.com/clinkstream/clink/state"
 )
 
 func distinctAggs(t testing.TB) []planner.AggCall {
@@ -102,5 +105,110 @@ func TestPlanDistinctSlots(t *testing.T) {
 	}
 	if !slots[0].num {
 		t.Fatal("a BIGINT column is not keyed by its integer")
+	}
+}
+
+// TestDistinctInsertOnlyWritesNewValues feeds the same values to a group's
+// DISTINCT aggregates (one of them filtered) again and again, checkpointing
+// in between. Over an insert-only input the entries of values seen before
+// stay as they are, so a checkpoint after the repeats writes no entries,
+// while a value reaching the filtered aggregate for the first time still
+// changes its entry; over an updating input every repeat counts. The
+// results are the same either way.
+func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
+	base := distinctAggs(t)
+	filtered := base[1]
+	filtered.Filter, filtered.Text = 1, "COUNT(DISTINCT a) FILTER (WHERE f)"
+	aggs := []planner.AggCall{base[1], filtered}
+	slots, distinct := planDistinct(aggs)
+	row := func(a int64, f bool) types.Row {
+		return types.Row{Values: []types.Value{types.Int64(a), types.Bool(f)}}
+	}
+	for _, insertOnly := range []bool{true, false} {
+		sf := testShared{dir: t.TempDir()}
+		b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		if err := b.Open(state.KeyGroupRange{Start: 0, End: 8}, 8); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := newDistinctState(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := &groupState{accs: make([]expr.Accumulator, len(aggs)), key: "g"}
+		for i, a := range aggs {
+			if !distinct[i] {
+				t.Fatalf("aggregate %d is not DISTINCT", i)
+			}
+			st.accs[i] = a.Func.NewDeduplicated()
+		}
+		feed := func(rows ...types.Row) {
+			t.Helper()
+			for _, r := range rows {
+				if err := accumulateDistinct(ds, slots, aggs, st, r, true, insertOnly); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// checkpoint returns the bytes of the files the checkpoint wrote
+		// (none when nothing changed since the last one).
+		seen := map[string]bool{}
+		checkpoint := func() int64 {
+			t.Helper()
+			c, err := b.Capture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			fs, err := c.(state.FileCaptured).PersistFiles(sf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, name := range fs.Shared {
+				if seen[name] {
+					continue
+				}
+				seen[name] = true
+				info, err := os.Stat(filepath.Join(sf.dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n += info.Size()
+			}
+			return n
+		}
+		for a := range int64(200) {
+			feed(row(a, a%2 == 0))
+		}
+		first := checkpoint()
+		for range 5 {
+			for a := range int64(200) {
+				feed(row(a, a%2 == 0))
+			}
+		}
+		repeats := checkpoint()
+		feed(row(1, true)) // the filtered aggregate's first 1
+		flipped := checkpoint()
+		if got, want := st.accs[0].Result(), types.Int64(200); got != want {
+			t.Errorf("insertOnly %v: COUNT(DISTINCT a) = %v, want %v", insertOnly, got, want)
+		}
+		if got, want := st.accs[1].Result(), types.Int64(101); got != want {
+			t.Errorf("insertOnly %v: %s = %v, want %v", insertOnly, filtered.Text, got, want)
+		}
+		if c, _ := ds.Get(distinctKey{group: "g", num: 3}); insertOnly && c != (distinctCounts{1}) || !insertOnly && c != (distinctCounts{6}) {
+			t.Errorf("insertOnly %v: the counts of value 3 are %v", insertOnly, c)
+		}
+		// Unchanged state writes no delta; a single entry is a few dozen
+		// bytes; 200 entries are kilobytes.
+		if insertOnly {
+			if repeats != 0 || flipped == 0 || flipped*10 > first {
+				t.Errorf("insert-only deltas: %d bytes for 200 new values, %d after the repeats, %d after one flip", first, repeats, flipped)
+			}
+		} else if repeats*2 < first {
+			t.Errorf("updating deltas: %d bytes for 200 new values but only %d after 1000 counted repeats", first, repeats)
+		}
 	}
 }

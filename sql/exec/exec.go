@@ -481,6 +481,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		return vals
 	}
 	slots, distinct := planDistinct(aggs)
+	insertOnly := !n.Input.Updating()
 	codec := groupCodec{aggs: aggs, uid: uid}
 	if len(slots) == 0 {
 		distinct = nil
@@ -531,7 +532,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 				}
 			}
 			if distinct != nil {
-				if err := accumulateDistinct(ctx.State().(*distinctState), slots, aggs, st, r, add); err != nil {
+				if err := accumulateDistinct(ctx.State().(*distinctState), slots, aggs, st, r, add, insertOnly); err != nil {
 					ferr = fmt.Errorf("operator %s: %w", uid, err)
 					return st, true
 				}
