@@ -40,6 +40,10 @@ type kgChanges[K comparable, V any] struct {
 	deleted []K
 	// dup: a key was deleted, so keys may hold it twice.
 	dup bool
+	// inserted counts the keys inserted in the interval (not in the table
+	// when it began, or deleted since): of the keys listed, the others
+	// were written before (see cowTable.appends).
+	inserted int
 }
 
 // oldValue is a key's value before its first write of an interval; had is
@@ -111,7 +115,7 @@ func (c *kgChanges[K, V]) move(i, j int, old *kgChanges[K, V]) {
 
 // take returns the changes listed so far and starts a new list.
 func (c *kgChanges[K, V]) take() *kgChanges[K, V] {
-	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup}
+	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, inserted: c.inserted}
 	c.reset()
 	return out
 }
@@ -121,7 +125,7 @@ func (c *kgChanges[K, V]) reset() {
 	if len(c.keys) > 0 {
 		clear(c.listed)
 	}
-	c.keys, c.olds, c.deleted, c.dup = nil, nil, nil, false
+	c.keys, c.olds, c.deleted, c.dup, c.inserted = nil, nil, nil, false, 0
 }
 
 // restart starts a new list in the arrays of this one, which nothing else
@@ -133,7 +137,7 @@ func (c *kgChanges[K, V]) restart() {
 	clear(c.keys)
 	clear(c.olds)
 	clear(c.deleted)
-	c.keys, c.olds, c.deleted, c.dup = c.keys[:0], c.olds[:0], c.deleted[:0], false
+	c.keys, c.olds, c.deleted, c.dup, c.inserted = c.keys[:0], c.olds[:0], c.deleted[:0], false, 0
 }
 
 // growChanges gives s, whose arrays grow to c slots, a change list of that
@@ -141,7 +145,7 @@ func (c *kgChanges[K, V]) restart() {
 func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {
 	n := &kgChanges[K, V]{listed: make([]uint64, (c+63)/64), withOlds: t.diff != nil}
 	if s.changes != nil {
-		n.keys, n.olds, n.deleted, n.dup = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup
+		n.keys, n.olds, n.deleted, n.dup, n.inserted = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.inserted
 	}
 	s.changes = n
 }

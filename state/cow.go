@@ -168,6 +168,10 @@ type cowTable[K comparable, V any] struct {
 	// edits and whole (see diffStats); the snapshot worker and preemptive
 	// persists add to them.
 	spliced, rewritten atomic.Int64
+	// inserted and rewrote count, over the captures of changes, the keys
+	// they listed that were inserted in their interval and those written
+	// before it (see appends); only the task goroutine adds to them.
+	inserted, rewrote atomic.Int64
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -459,6 +463,9 @@ func (t *cowTable[K, V]) insert(s *kgTable[K, V], k K, m uint64, i int) int {
 	}
 	s.slots[i].k = k
 	s.n++
+	if s.changes != nil {
+		s.changes.inserted++
+	}
 	return i
 }
 

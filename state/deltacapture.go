@@ -180,6 +180,8 @@ func (t *cowTable[K, V]) captureChanges() FrozenTable {
 			continue
 		}
 		d.groups[g] = t.copyChanged(s, c, now)
+		t.inserted.Add(int64(c.inserted))
+		t.rewrote.Add(int64(max(len(c.keys)-c.inserted, 0)))
 		c.restart()
 	}
 	t.lastSlot = nil

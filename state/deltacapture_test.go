@@ -347,3 +347,82 @@ func TestMemoryPreemptiveSkipsRewrittenValues(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryPreemptiveWritesNewKeysAhead: a table that does not diff its
+// values is persisted ahead when its changes are mostly keys it did not
+// hold (the values of a DISTINCT aggregate over an insert-only input), and
+// not when they rewrite keys it held; the chain with the file written
+// ahead restores every key.
+func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
+	for _, fresh := range []bool{true, false} {
+		sf := &dirShared{dir: t.TempDir()}
+		full := state.KeyGroupRange{Start: 0, End: incMaxP}
+		open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) {
+			b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: 1 << 30, PreemptiveEntries: 2000, PreemptiveInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Open(full, incMaxP); err != nil {
+				t.Fatal(err)
+			}
+			b.UseShared(sf)
+			v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, v
+		}
+		b, v := open()
+		for k := range int64(2500) {
+			v.Put(k, k)
+		}
+		persistFiles(t, b, sf)
+		next := int64(2500)
+		for round := range 3 {
+			for k := range int64(2500) {
+				if fresh {
+					v.Put(next, next)
+					next++
+				} else {
+					v.Put(k, k+int64(round))
+				}
+			}
+			if err := b.PersistPreemptively(); err != nil {
+				t.Fatal(err)
+			}
+			if fresh {
+				waitPreemptive(t, sf, round+1)
+			}
+		}
+		fs := persistFiles(t, b, sf)
+		pre := 0
+		for _, f := range sf.files(t) {
+			if strings.HasSuffix(f, ".pre") {
+				pre++
+			}
+		}
+		if fresh && pre == 0 {
+			t.Fatal("new keys were not persisted ahead")
+		}
+		if !fresh && pre != 0 {
+			t.Fatalf("rewritten keys were persisted ahead: %d files", pre)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, rv := open()
+		if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+			t.Fatal(err)
+		}
+		for k := range next {
+			want := k
+			if !fresh {
+				want = k + 2
+			}
+			if got, ok := rv.Get(k); !ok || got != want {
+				t.Fatalf("fresh %v: key %d restored as %d, %v; want %d", fresh, k, got, ok, want)
+			}
+		}
+		r.Close()
+	}
+}

@@ -53,19 +53,32 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 	b.inc.mu.Unlock()
 }
 
-// appends reports whether the table's deltas write changed values as edits
-// (Differ), for the most part: values that grow by appending, such as a regular join's rows,
-// whose changes written ahead cost only what was appended. The changes of
-// other tables are written at the checkpoint only: a key written again
-// after a preemptive persist would be written again whole.
+// appends reports whether the table's changes are cheap to write ahead of
+// the checkpoint, for the most part: values that grow by appending, written
+// as edits (Differ), such as a regular join's rows, whose changes written
+// ahead cost only what was appended; or keys that are written once, as
+// the values of a DISTINCT aggregate over an insert-only input. The
+// changes of other tables are written at the checkpoint only: a key
+// written again after a preemptive persist would be written again whole.
 //
-// Whether values grow so is learnt from the deltas: a table that diffs
-// values (Top-N and deduplication state, kept as one byte string per key,
-// diff as a join's rows do) but whose deltas mostly rewrite them whole
-// (they are rebuilt, not appended to) is not persisted ahead.
+// Both are learnt from the captures: a table that diffs values (Top-N and
+// deduplication state, kept as one byte string per key, diff as a join's
+// rows do) but whose deltas mostly rewrite them whole (they are rebuilt,
+// not appended to) is not persisted ahead; a table that does not diff
+// values is, once its captures of changes and the interval since have
+// listed at least three inserted keys for each key written before (a key
+// written again after a persist ahead counts as one written before).
 func (t *cowTable[K, V]) appends() bool {
 	if t.diff == nil {
-		return false
+		// The captures so far, and the interval since the last one.
+		i, r := t.inserted.Load(), t.rewrote.Load()
+		for g := range t.shards {
+			if c := t.shards[g].changes; c != nil {
+				i += int64(c.inserted)
+				r += int64(max(len(c.keys)-c.inserted, 0))
+			}
+		}
+		return i >= minPreemptiveEntries && i >= 3*r
 	}
 	s, r := t.spliced.Load(), t.rewritten.Load()
 	return s >= 3*r
