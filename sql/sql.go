@@ -54,6 +54,11 @@ type Options struct {
 	// WatermarkInterval is the period of the sources' watermarks (0: the
 	// runtime's default, 200ms).
 	WatermarkInterval time.Duration
+	// BufferDebloatTarget is how long the records queued in front of a
+	// task should take it to process (0: the runtime's default, 1s;
+	// negative: no debloating), Flink's
+	// taskmanager.network.memory.buffer-debloat.target.
+	BufferDebloatTarget time.Duration
 	// Stdout receives EXPLAIN output and print tables; Stderr print tables
 	// with 'standard-error' = 'true'. Defaults: os.Stdout, os.Stderr.
 	Stdout, Stderr io.Writer
@@ -175,21 +180,23 @@ func errorf(pos ast.Pos, format string, args ...any) error {
 
 // Settings lists the SET keys clink reads, with what they do.
 var Settings = map[string]string{
-	"execution.checkpointing.interval":          "time between checkpoints, e.g. '1s', '10 s', '1 min' (flag --checkpoint-interval)",
-	"execution.checkpointing.unaligned":         "true: unaligned checkpoints (flag --checkpoint-mode unaligned)",
-	"execution.checkpointing.unaligned.enabled": "same as execution.checkpointing.unaligned",
-	"execution.checkpointing.mode":              "EXACTLY_ONCE (the only mode clink has)",
-	"execution.checkpointing.dir":               "checkpoint directory (flag --checkpoint-dir)",
-	"state.checkpoints.dir":                     "same as execution.checkpointing.dir",
-	"clink.checkpointing.mode":                  "aligned, unaligned or adaptive (flag --checkpoint-mode)",
-	"parallelism.default":                       "default parallelism of operators (flag --parallelism)",
-	"pipeline.auto-watermark-interval":          "period of the sources' watermarks, e.g. '200 ms' (the default)",
-	"pipeline.max-parallelism":                  "number of key groups (default 128); fixed for a job's checkpoints",
-	"state.backend.type":                        "memory (Flink's hashmap) or pebble (Flink's rocksdb)",
-	"state.backend.incremental":                 "true (the default) or false: the memory backend's checkpoints write only what changed",
-	"table.local-time-zone":                     "session time zone for TIMESTAMP_LTZ, e.g. 'Europe/Berlin' (default UTC)",
-	"execution.runtime-mode":                    "streaming (the only mode clink has)",
-	"pipeline.name":                             "the job's name (accepted, not used yet)",
+	"execution.checkpointing.interval":                  "time between checkpoints, e.g. '1s', '10 s', '1 min' (flag --checkpoint-interval)",
+	"execution.checkpointing.unaligned":                 "true: unaligned checkpoints (flag --checkpoint-mode unaligned)",
+	"execution.checkpointing.unaligned.enabled":         "same as execution.checkpointing.unaligned",
+	"execution.checkpointing.mode":                      "EXACTLY_ONCE (the only mode clink has)",
+	"execution.checkpointing.dir":                       "checkpoint directory (flag --checkpoint-dir)",
+	"state.checkpoints.dir":                             "same as execution.checkpointing.dir",
+	"clink.checkpointing.mode":                          "aligned, unaligned or adaptive (flag --checkpoint-mode)",
+	"parallelism.default":                               "default parallelism of operators (flag --parallelism)",
+	"pipeline.auto-watermark-interval":                  "period of the sources' watermarks, e.g. '200 ms' (the default)",
+	"pipeline.max-parallelism":                          "number of key groups (default 128); fixed for a job's checkpoints",
+	"taskmanager.network.memory.buffer-debloat.target":  "how long the records queued in front of a task should take it to process, e.g. '200 ms' (default '1 s')",
+	"taskmanager.network.memory.buffer-debloat.enabled": "true (the default) or false: a bottleneck task's input channels keep their full capacity",
+	"state.backend.type":                                "memory (Flink's hashmap) or pebble (Flink's rocksdb)",
+	"state.backend.incremental":                         "true (the default) or false: the memory backend's checkpoints write only what changed",
+	"table.local-time-zone":                             "session time zone for TIMESTAMP_LTZ, e.g. 'Europe/Berlin' (default UTC)",
+	"execution.runtime-mode":                            "streaming (the only mode clink has)",
+	"pipeline.name":                                     "the job's name (accepted, not used yet)",
 }
 
 func (j *Job) set(st *ast.Set, compiler *expr.Compiler) error {
@@ -239,6 +246,25 @@ func (j *Job) set(st *ast.Set, compiler *expr.Compiler) error {
 			return bad("want a positive duration such as '200 ms'")
 		}
 		o.WatermarkInterval = d
+	case "taskmanager.network.memory.buffer-debloat.target":
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return bad("want a positive duration such as '1 s' or '200 ms'")
+		}
+		if o.BufferDebloatTarget >= 0 {
+			o.BufferDebloatTarget = d
+		}
+	case "taskmanager.network.memory.buffer-debloat.enabled":
+		b, err := strconv.ParseBool(strings.ToLower(v))
+		if err != nil {
+			return bad("want true or false")
+		}
+		switch {
+		case !b:
+			o.BufferDebloatTarget = -1
+		case o.BufferDebloatTarget < 0:
+			o.BufferDebloatTarget = 0
+		}
 	case "pipeline.max-parallelism":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -314,18 +340,19 @@ func (j *Job) Run(ctx context.Context) error {
 	}
 	o := j.Options
 	env, err := clink.NewEnvironment(clink.Options{
-		Parallelism:        o.Parallelism,
-		MaxParallelism:     o.MaxParallelism,
-		CheckpointDir:      o.CheckpointDir,
-		CheckpointInterval: o.CheckpointInterval,
-		CheckpointMode:     o.CheckpointMode,
-		Restore:            o.Restore,
-		StateBackend:       o.StateBackend,
-		StateIncremental:   o.StateIncremental,
-		WatermarkInterval:  o.WatermarkInterval,
-		Logger:             o.Logger,
-		Metrics:            o.Metrics,
-		Restart:            o.Restart,
+		Parallelism:         o.Parallelism,
+		MaxParallelism:      o.MaxParallelism,
+		CheckpointDir:       o.CheckpointDir,
+		CheckpointInterval:  o.CheckpointInterval,
+		CheckpointMode:      o.CheckpointMode,
+		Restore:             o.Restore,
+		StateBackend:        o.StateBackend,
+		StateIncremental:    o.StateIncremental,
+		WatermarkInterval:   o.WatermarkInterval,
+		BufferDebloatTarget: o.BufferDebloatTarget,
+		Logger:              o.Logger,
+		Metrics:             o.Metrics,
+		Restart:             o.Restart,
 	})
 	if err != nil {
 		return err

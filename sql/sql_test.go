@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -247,4 +248,42 @@ func nullableInt(v types.Value) any {
 		return nil
 	}
 	return v.Int64()
+}
+
+// TestSetBufferDebloat reads Flink's buffer-debloat keys into the job's
+// options: a target, debloating off (a negative target, whatever target
+// is set after), and back on at the default; bad values name the key.
+func TestSetBufferDebloat(t *testing.T) {
+	const target = "SET 'taskmanager.network.memory.buffer-debloat.target' = "
+	const enabled = "SET 'taskmanager.network.memory.buffer-debloat.enabled' = "
+	for _, tc := range []struct {
+		script string
+		want   time.Duration
+	}{
+		{"", 0},
+		{target + "'200 ms';", 200 * time.Millisecond},
+		{target + "'2s';", 2 * time.Second},
+		{enabled + "'false';", -1},
+		{enabled + "'false';\n" + target + "'200 ms';", -1},
+		{target + "'200 ms';\n" + enabled + "'false';", -1},
+		{enabled + "'false';\n" + enabled + "'true';", 0},
+		{target + "'300ms';\n" + enabled + "'true';", 300 * time.Millisecond},
+	} {
+		job, err := sql.Prepare(tc.script, sql.Options{})
+		if err != nil {
+			t.Fatalf("%q: %v", tc.script, err)
+		}
+		if got := job.Options.BufferDebloatTarget; got != tc.want {
+			t.Errorf("%q: BufferDebloatTarget %v, want %v", tc.script, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ script, want string }{
+		{target + "'0';", "SET 'taskmanager.network.memory.buffer-debloat.target': want a positive duration"},
+		{target + "'soon';", "SET 'taskmanager.network.memory.buffer-debloat.target': want a positive duration"},
+		{enabled + "'maybe';", "SET 'taskmanager.network.memory.buffer-debloat.enabled': want true or false"},
+	} {
+		if _, err := sql.Prepare(tc.script, sql.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tc.script, err, tc.want)
+		}
+	}
 }
