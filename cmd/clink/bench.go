@@ -12,6 +12,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -40,7 +41,8 @@ type benchOptions struct {
 	restore            string // the checkpoint a --kill-after child restores
 	backpressure       bool
 	duration           time.Duration
-	eventsSet          bool // --events was given
+	eventsSet          bool     // --events was given
+	sets               []string // --set key=value: SET statements ahead of the query
 
 	// mode and slow are set per run by --backpressure: the checkpoint
 	// mode, and the sink that replaces the query's.
@@ -137,6 +139,7 @@ to blackhole tables and produce no updates.`,
 	f.Int64Var(&o.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after N events, restore it and report its recovery")
 	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and then unaligned checkpoints into a sink that takes 200µs per record, and compare their durations")
 	f.DurationVar(&o.duration, "duration", 0, "with --backpressure: how long each of the two runs lasts (default 10s)")
+	f.StringArrayVar(&o.sets, "set", nil, "key=value: run SET 'key' = 'value' ahead of the query, e.g. --set taskmanager.network.memory.buffer-debloat.target=200ms (repeatable)")
 	return cmd
 }
 
@@ -155,6 +158,11 @@ func (o *benchOptions) validate() error {
 	}
 	if o.checkpointInterval == 0 && o.killAfter != 0 {
 		return errors.New("--checkpoint-interval 0 cannot be combined with --kill-after, which restores a checkpoint")
+	}
+	for _, kv := range o.sets {
+		if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
+			return fmt.Errorf("--set %q: want key=value", kv)
+		}
 	}
 	if o.duration < 0 || o.duration > 0 && !o.backpressure {
 		return fmt.Errorf("--duration needs --backpressure and must be positive, got %s", o.duration)
@@ -377,6 +385,7 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 	if err != nil {
 		return nil, err
 	}
+	script = setStatements(o.sets) + script
 	stdout := io.Discard
 	if o.slow != nil {
 		if script, err = slowSinks(o.query, script); err != nil {
@@ -574,4 +583,16 @@ func percentileMs(ds []time.Duration, q float64) float64 {
 	k := int(q*float64(len(s))+0.999999) - 1
 	k = min(max(k, 0), len(s)-1)
 	return float64(s[k]) / float64(time.Millisecond)
+}
+
+// setStatements returns the SET statements of --set key=value flags, one
+// per line, quoted as SQL string literals.
+func setStatements(sets []string) string {
+	var b strings.Builder
+	quote := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	for _, kv := range sets {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "SET %s = %s;\n", quote(strings.TrimSpace(k)), quote(strings.TrimSpace(v)))
+	}
+	return b.String()
 }

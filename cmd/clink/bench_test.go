@@ -24,6 +24,10 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--backpressure"}, "--checkpoint-interval 0 cannot be combined with --backpressure"},
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--trace", "trace.out"}, "--trace cannot be combined with --kill-after"},
+		{[]string{"bench", "nexmark", "--set", "no-value"}, `--set "no-value": want key=value`},
+		// A --set runs as the script's SET, with its error.
+		{[]string{"bench", "nexmark", "--query", "q1", "--events", "10", "--set", "taskmanager.network.memory.buffer-debloat.target=soon"}, "SET 'taskmanager.network.memory.buffer-debloat.target': want a positive duration"},
+		{[]string{"bench", "nexmark", "--query", "q1", "--events", "10", "--set", "table.local-time-zone=Mars/Base's"}, "SET 'table.local-time-zone': want a time zone name such as 'UTC' or 'Europe/Berlin', got 'Mars/Base's'"},
 		{[]string{"bench", "nexmark", "extra"}, `unknown command "extra"`},
 		{[]string{"bench"}, "name a benchmark: clink bench nexmark"},
 	} {

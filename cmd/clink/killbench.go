@@ -51,6 +51,7 @@ func newBenchChildCmd() *cobra.Command {
 	f.IntVar(&o.parallelism, "parallelism", 1, "")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "")
 	f.StringVar(&o.restore, "restore", "", "")
+	f.StringArrayVar(&o.sets, "set", nil, "")
 	f.StringVar(&dir, "dir", "", "")
 	return cmd
 }
@@ -129,6 +130,9 @@ func startBenchChild(o benchOptions, dir, restore string) (*benchChild, error) {
 		"--parallelism", strconv.Itoa(o.parallelism), "--checkpoint-interval", o.checkpointInterval.String(), "--dir", dir}
 	if restore != "" {
 		args = append(args, "--restore", restore)
+	}
+	for _, kv := range o.sets {
+		args = append(args, "--set", kv)
 	}
 	c := &benchChild{cmd: exec.Command(exe, args...)}
 	c.cmd.Env = append(os.Environ(), childEnv...)
