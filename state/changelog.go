@@ -42,8 +42,10 @@ type kgChanges[K comparable, V any] struct {
 	dup bool
 	// inserted counts the keys inserted in the interval (not in the table
 	// when it began, or deleted since): of the keys listed, the others
-	// were written before (see cowTable.appends).
-	inserted int
+	// were written before (see cowTable.appends). churned counts the
+	// deletions of keys listed already, inserted or written in the
+	// interval and gone again.
+	inserted, churned int
 }
 
 // oldValue is a key's value before its first write of an interval; had is
@@ -85,6 +87,7 @@ func (c *kgChanges[K, V]) recordDelete(i int, k K, old V) {
 	c.dup = true
 	c.deleted = append(c.deleted, k)
 	if c.listed[i>>6]&(1<<(i&63)) != 0 {
+		c.churned++
 		return
 	}
 	c.keys = append(c.keys, k)
@@ -115,7 +118,7 @@ func (c *kgChanges[K, V]) move(i, j int, old *kgChanges[K, V]) {
 
 // take returns the changes listed so far and starts a new list.
 func (c *kgChanges[K, V]) take() *kgChanges[K, V] {
-	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, inserted: c.inserted}
+	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, inserted: c.inserted, churned: c.churned}
 	c.reset()
 	return out
 }
@@ -125,7 +128,7 @@ func (c *kgChanges[K, V]) reset() {
 	if len(c.keys) > 0 {
 		clear(c.listed)
 	}
-	c.keys, c.olds, c.deleted, c.dup, c.inserted = nil, nil, nil, false, 0
+	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned = nil, nil, nil, false, 0, 0
 }
 
 // restart starts a new list in the arrays of this one, which nothing else
@@ -137,7 +140,7 @@ func (c *kgChanges[K, V]) restart() {
 	clear(c.keys)
 	clear(c.olds)
 	clear(c.deleted)
-	c.keys, c.olds, c.deleted, c.dup, c.inserted = c.keys[:0], c.olds[:0], c.deleted[:0], false, 0
+	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned = c.keys[:0], c.olds[:0], c.deleted[:0], false, 0, 0
 }
 
 // growChanges gives s, whose arrays grow to c slots, a change list of that
@@ -145,7 +148,7 @@ func (c *kgChanges[K, V]) restart() {
 func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {
 	n := &kgChanges[K, V]{listed: make([]uint64, (c+63)/64), withOlds: t.diff != nil}
 	if s.changes != nil {
-		n.keys, n.olds, n.deleted, n.dup, n.inserted = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.inserted
+		n.keys, n.olds, n.deleted, n.dup, n.inserted, n.churned = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.inserted, s.changes.churned
 	}
 	s.changes = n
 }

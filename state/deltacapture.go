@@ -181,7 +181,7 @@ func (t *cowTable[K, V]) captureChanges() FrozenTable {
 		}
 		d.groups[g] = t.copyChanged(s, c, now)
 		t.inserted.Add(int64(c.inserted))
-		t.rewrote.Add(int64(max(len(c.keys)-c.inserted, 0)))
+		t.rewrote.Add(int64(max(len(c.keys)-c.inserted, 0) + c.churned))
 		c.restart()
 	}
 	t.lastSlot = nil

@@ -351,10 +351,12 @@ func TestMemoryPreemptiveSkipsRewrittenValues(t *testing.T) {
 // TestMemoryPreemptiveWritesNewKeysAhead: a table that does not diff its
 // values is persisted ahead when its changes are mostly keys it did not
 // hold (the values of a DISTINCT aggregate over an insert-only input), and
-// not when they rewrite keys it held; the chain with the file written
-// ahead restores every key.
+// not when they rewrite keys it held, nor when the new keys go again in the
+// interval that wrote them; the chain with the file written ahead restores
+// every key.
 func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
-	for _, fresh := range []bool{true, false} {
+	for _, mode := range []string{"fresh", "rewrite", "churn"} {
+		fresh := mode == "fresh"
 		sf := &dirShared{dir: t.TempDir()}
 		full := state.KeyGroupRange{Start: 0, End: incMaxP}
 		open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) {
@@ -380,11 +382,15 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 		next := int64(2500)
 		for round := range 3 {
 			for k := range int64(2500) {
-				if fresh {
+				switch mode {
+				case "fresh":
 					v.Put(next, next)
 					next++
-				} else {
+				case "rewrite":
 					v.Put(k, k+int64(round))
+				case "churn":
+					v.Put(-1-k, k)
+					v.Delete(-1 - k)
 				}
 			}
 			if err := b.PersistPreemptively(); err != nil {
@@ -405,7 +411,7 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 			t.Fatal("new keys were not persisted ahead")
 		}
 		if !fresh && pre != 0 {
-			t.Fatalf("rewritten keys were persisted ahead: %d files", pre)
+			t.Fatalf("%s: keys were persisted ahead: %d files", mode, pre)
 		}
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
@@ -416,12 +422,15 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 		}
 		for k := range next {
 			want := k
-			if !fresh {
+			if mode == "rewrite" {
 				want = k + 2
 			}
 			if got, ok := rv.Get(k); !ok || got != want {
-				t.Fatalf("fresh %v: key %d restored as %d, %v; want %d", fresh, k, got, ok, want)
+				t.Fatalf("%s: key %d restored as %d, %v; want %d", mode, k, got, ok, want)
 			}
+		}
+		if _, ok := rv.Get(-1); ok {
+			t.Fatalf("%s: a deleted key was restored", mode)
 		}
 		r.Close()
 	}

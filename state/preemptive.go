@@ -67,7 +67,8 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 // not appended to) is not persisted ahead; a table that does not diff
 // values is, once its captures of changes and the interval since have
 // listed at least three inserted keys for each key written before (a key
-// written again after a persist ahead counts as one written before).
+// written again after a persist ahead counts as one written before, and
+// so does a key deleted in the interval that wrote it).
 func (t *cowTable[K, V]) appends() bool {
 	if t.diff == nil {
 		// The captures so far, and the interval since the last one.
@@ -75,7 +76,7 @@ func (t *cowTable[K, V]) appends() bool {
 		for g := range t.shards {
 			if c := t.shards[g].changes; c != nil {
 				i += int64(c.inserted)
-				r += int64(max(len(c.keys)-c.inserted, 0))
+				r += int64(max(len(c.keys)-c.inserted, 0) + c.churned)
 			}
 		}
 		return i >= minPreemptiveEntries && i >= 3*r
