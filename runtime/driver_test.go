@@ -93,6 +93,17 @@ func TestDriverPreparesEachCheckpoint(t *testing.T) {
 			if ids, err := st.Completed(); err != nil || len(ids) == 0 {
 				t.Fatalf("completed checkpoints %v, %v", ids, err)
 			}
+			// The checkpoint prepared after the last one is gone with
+			// the job: no staged marker, no directory without a marker.
+			if temps, _ := filepath.Glob(filepath.Join(dir, ".COMPLETED-*.part")); len(temps) > 0 {
+				t.Errorf("staged markers left after the job: %q", temps)
+			}
+			chks, _ := filepath.Glob(filepath.Join(dir, "chk-*"))
+			for _, c := range chks {
+				if _, err := os.Stat(filepath.Join(dir, "COMPLETED-"+filepath.Base(c)[len("chk-"):])); err != nil {
+					t.Errorf("%s left without its COMPLETED marker", filepath.Base(c))
+				}
+			}
 		})
 	}
 }

@@ -338,7 +338,10 @@ func (ex *execution) run(ctx context.Context) error {
 
 // discardInFlight discards the checkpoints the stopped driver left in
 // flight: no attempt will complete them, and the shared files they pinned
-// must become collectable. A completed one is refused by the store.
+// must become collectable. A completed one is refused by the store. So
+// goes the checkpoint the driver prepared but never triggered (its empty
+// directory and staged marker), which would otherwise stay in the
+// checkpoint directory after the job.
 func (ex *execution) discardInFlight() {
 	if ex.drv == nil || ex.store == nil {
 		return
@@ -346,6 +349,11 @@ func (ex *execution) discardInFlight() {
 	for _, id := range ex.drv.coord.InFlight() {
 		if err := ex.store.Discard(id); err != nil {
 			ex.log.Debug("discarding a checkpoint left in flight", "checkpoint", id, "err", err)
+		}
+	}
+	if p := ex.drv.prepared; p != 0 && p >= ex.drv.coord.NextID() {
+		if err := ex.store.Discard(p); err != nil {
+			ex.log.Debug("discarding a prepared checkpoint", "checkpoint", p, "err", err)
 		}
 	}
 }
