@@ -228,28 +228,10 @@ func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now i
 		return out
 	}
 	out := grown[K, V](len(c.keys), ttl, true)
-	var seen map[K]struct{}
-	var seenEnc map[string]struct{}
-	var scratch []byte
-	if c.dup {
-		if t.exact {
-			seen = make(map[K]struct{}, len(c.keys))
-		} else {
-			seenEnc = make(map[string]struct{}, len(c.keys))
-		}
-	}
+	seen := newKeySet(t, c)
 	for j, k := range c.keys {
-		if seen != nil {
-			if _, ok := seen[k]; ok {
-				continue
-			}
-			seen[k] = struct{}{}
-		} else if seenEnc != nil {
-			scratch = t.keyCodec.Append(scratch[:0], k)
-			if _, ok := seenEnc[string(scratch)]; ok {
-				continue
-			}
-			seenEnc[string(scratch)] = struct{}{}
+		if !seen.first(k) {
+			continue
 		}
 		e := changedEntry[K, V]{k: k, old: c.olds[j]}
 		i, found := t.probe(s, k, t.hashKey(k))
@@ -343,28 +325,10 @@ func (f *frozenCow[K, V]) eachChanged(g int, buf []byte, fn func(*changedEntry[K
 	if c == nil || len(c.keys) == 0 {
 		return buf
 	}
-	var seen map[K]struct{}
-	var seenEnc map[string]struct{}
-	var scratch []byte
-	if c.dup {
-		if t.exact {
-			seen = make(map[K]struct{}, len(c.keys))
-		} else {
-			seenEnc = make(map[string]struct{}, len(c.keys))
-		}
-	}
+	seen := newKeySet(t, c)
 	for j, k := range c.keys {
-		if seen != nil {
-			if _, ok := seen[k]; ok {
-				continue
-			}
-			seen[k] = struct{}{}
-		} else if seenEnc != nil {
-			scratch = t.keyCodec.Append(scratch[:0], k)
-			if _, ok := seenEnc[string(scratch)]; ok {
-				continue
-			}
-			seenEnc[string(scratch)] = struct{}{}
+		if !seen.first(k) {
+			continue
 		}
 		e := changedEntry[K, V]{k: k}
 		if c.withOlds {
@@ -538,4 +502,45 @@ func appendEntryOf[K comparable, V any](t *cowTable[K, V], dst []byte, k K, v *V
 		dst = binary.AppendVarint(dst, w)
 	}
 	return dst, scratch
+}
+
+// keySet tells the first listing of a key in a change list that may list
+// keys twice (dup: a key deleted and written again); without dup every
+// listing is a first one. Keys whose == implies equal encodings (exact)
+// are kept as they are, others by their encoding.
+type keySet[K comparable, V any] struct {
+	t       *cowTable[K, V]
+	seen    map[K]struct{}
+	seenEnc map[string]struct{}
+	scratch []byte
+}
+
+func newKeySet[K comparable, V any](t *cowTable[K, V], c *kgChanges[K, V]) *keySet[K, V] {
+	ks := &keySet[K, V]{t: t}
+	if c.dup {
+		if t.exact {
+			ks.seen = make(map[K]struct{}, len(c.keys))
+		} else {
+			ks.seenEnc = make(map[string]struct{}, len(c.keys))
+		}
+	}
+	return ks
+}
+
+// first reports whether k was not seen before, and notes it.
+func (ks *keySet[K, V]) first(k K) bool {
+	switch {
+	case ks.seen != nil:
+		if _, ok := ks.seen[k]; ok {
+			return false
+		}
+		ks.seen[k] = struct{}{}
+	case ks.seenEnc != nil:
+		ks.scratch = ks.t.keyCodec.Append(ks.scratch[:0], k)
+		if _, ok := ks.seenEnc[string(ks.scratch)]; ok {
+			return false
+		}
+		ks.seenEnc[string(ks.scratch)] = struct{}{}
+	}
+	return true
 }

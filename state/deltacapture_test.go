@@ -215,6 +215,32 @@ func waitPreemptive(t *testing.T, sf *dirShared, want int) {
 	}
 }
 
+// persistAhead asks b to persist preemptively until sf holds want
+// preemptive files: a persist does not start while the one before has
+// not noted its file, which it does just after writing it.
+func persistAhead(t *testing.T, b *state.MemoryBackend, sf *dirShared, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := b.PersistPreemptively(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, f := range sf.files(t) {
+			if strings.HasSuffix(f, ".pre") {
+				n++
+			}
+		}
+		if n >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d preemptive files after 10s, want %d", n, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A join's rows gathered between checkpoints are written ahead of the
 // next one: the checkpoint lists the preemptive files before its own
 // delta, which holds only what changed after them, and the chain restores
@@ -393,11 +419,10 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 					v.Delete(-1 - k)
 				}
 			}
-			if err := b.PersistPreemptively(); err != nil {
-				t.Fatal(err)
-			}
 			if fresh {
-				waitPreemptive(t, sf, round+1)
+				persistAhead(t, b, sf, round+1)
+			} else if err := b.PersistPreemptively(); err != nil {
+				t.Fatal(err)
 			}
 		}
 		fs := persistFiles(t, b, sf)
