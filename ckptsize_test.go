@@ -155,13 +155,21 @@ func TestCheckpointSizesCountSharedFiles(t *testing.T) {
 			if before.full < keys*2 {
 				t.Fatalf("checkpoint %s holding %d keys reports a full size of %d bytes (all: %v)", before.id, keys, before.full, list)
 			}
-			if last.bytes > before.full/10 {
-				t.Errorf("checkpoint %s after %d changes newly wrote %d bytes, more than a tenth of the %d bytes of checkpoint %s (all: %v)",
-					last.id, few, last.bytes, before.full, before.id, list)
+			// Pebble compacts in the background: a compaction that lands
+			// between the two checkpoints rewrites part of its files
+			// (about a third seen), and shrinks them. A checkpoint that
+			// wrote the state again would write all of it.
+			part, shrink := int64(10), int64(10) // 1/10 written, 10% smaller at most
+			if backend == "pebble" {
+				part, shrink = 2, 4
 			}
-			if d := last.full - before.full; d < -before.full/10 || d > before.full/10 {
-				t.Errorf("checkpoint %s full size %d is not within 10%% of checkpoint %s's %d (all: %v)",
-					last.id, last.full, before.id, before.full, list)
+			if last.bytes > before.full/part {
+				t.Errorf("checkpoint %s after %d changes newly wrote %d bytes, more than 1/%d of the %d bytes of checkpoint %s (all: %v)",
+					last.id, few, last.bytes, part, before.full, before.id, list)
+			}
+			if d := last.full - before.full; d < -before.full/shrink || d > before.full/10 {
+				t.Errorf("checkpoint %s full size %d is not within 10%% above or %d%% below checkpoint %s's %d (all: %v)",
+					last.id, last.full, 100/shrink, before.id, before.full, list)
 			}
 			var written int64
 			for _, s := range list {
