@@ -152,6 +152,9 @@ type incrState struct {
 	materializeBytes int64
 	preemptive       int
 	preemptEvery     time.Duration
+	// ahead is PersistPreemptively's list of the tables it writes ahead,
+	// kept for its room (task goroutine only).
+	ahead []changeCapturer
 	// lastCapture is when the last capture was taken (task goroutine
 	// only).
 	lastCapture time.Time

@@ -102,12 +102,16 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	if inc == nil || inc.preemptive < 0 && inc.preemptEvery < 0 {
 		return nil
 	}
+	// The tables written ahead, decided once for this call.
+	ahead := inc.ahead[:0]
 	n := 0
 	for _, t := range b.tables {
 		if cc, ok := t.(changeCapturer); ok && cc.appends() {
+			ahead = append(ahead, cc)
 			n += cc.changedCount()
 		}
 	}
+	inc.ahead = ahead
 	switch {
 	case n < minPreemptiveEntries:
 		return nil
@@ -139,11 +143,9 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	inc.mu.Unlock()
 
 	c := &memoryCapture{rng: b.rng}
-	for _, t := range b.tables {
-		if cc, ok := t.(changeCapturer); ok && cc.appends() {
-			c.names = append(c.names, t.Name())
-			c.frozen = append(c.frozen, cc.captureChanges())
-		}
+	for _, cc := range ahead {
+		c.names = append(c.names, cc.Name())
+		c.frozen = append(c.frozen, cc.captureChanges())
 	}
 	ic := b.captureIncrementalAs(c, true, nil, true)
 	go ic.persistPreemptively(sw)
