@@ -194,25 +194,22 @@ func TestMemoryDeltaMergesDiscardedCaptures(t *testing.T) {
 	}
 }
 
-// waitPreemptive waits until sf holds want files named *.pre.
+// preFiles counts the files of preemptive persists in sf.
+func preFiles(t *testing.T, sf *dirShared) int {
+	t.Helper()
+	n := 0
+	for _, f := range sf.files(t) {
+		if strings.HasSuffix(f, ".pre") {
+			n++
+		}
+	}
+	return n
+}
+
+// waitPreemptive waits until sf holds want files of preemptive persists.
 func waitPreemptive(t *testing.T, sf *dirShared, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n := 0
-		for _, f := range sf.files(t) {
-			if strings.HasSuffix(f, ".pre") {
-				n++
-			}
-		}
-		if n >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d preemptive files after 10s, want %d", n, want)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	untilPreFiles(t, sf, want, func() {})
 }
 
 // persistAhead asks b to persist preemptively until sf holds want
@@ -220,17 +217,21 @@ func waitPreemptive(t *testing.T, sf *dirShared, want int) {
 // not noted its file, which it does just after writing it.
 func persistAhead(t *testing.T, b *state.MemoryBackend, sf *dirShared, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	untilPreFiles(t, sf, want, func() {
 		if err := b.PersistPreemptively(); err != nil {
 			t.Fatal(err)
 		}
-		n := 0
-		for _, f := range sf.files(t) {
-			if strings.HasSuffix(f, ".pre") {
-				n++
-			}
-		}
+	})
+}
+
+// untilPreFiles calls each, then counts the preemptive files, until there
+// are want of them or 10 s passed.
+func untilPreFiles(t *testing.T, sf *dirShared, want int, each func()) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		each()
+		n := preFiles(t, sf)
 		if n >= want {
 			return
 		}
@@ -433,12 +434,7 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 			}
 		}
 		fs := persistFiles(t, b, sf)
-		pre := 0
-		for _, f := range sf.files(t) {
-			if strings.HasSuffix(f, ".pre") {
-				pre++
-			}
-		}
+		pre := preFiles(t, sf)
 		if fresh && pre == 0 {
 			t.Fatal("new keys were not persisted ahead")
 		}

@@ -158,14 +158,7 @@ func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
 		seen := map[string]bool{}
 		checkpoint := func() int64 {
 			t.Helper()
-			c, err := b.Capture()
-			if err != nil {
-				t.Fatal(err)
-			}
-			fs, err := c.(state.FileCaptured).PersistFiles(sf)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fs := persistState(t, b, sf)
 			var n int64
 			for _, name := range fs.Shared {
 				if seen[name] {

@@ -41,6 +41,21 @@ func (s testShared) WriteUnpinned(name string, write func(io.Writer) error) erro
 	return s.Write(name, write)
 }
 
+// persistState checkpoints b's state into sf as an incremental
+// checkpoint does, and returns its manifest.
+func persistState(t *testing.T, b state.Backend, sf state.SharedFiles) *state.FileState {
+	t.Helper()
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := c.(state.FileCaptured).PersistFiles(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}
+
 // TestJoinStateDeltaHoldsAppendedRows checkpoints a join key whose rows
 // grow by a few rows per checkpoint: the deltas together hold about the
 // rows appended (also when a slice moved to a larger array), not the
@@ -75,13 +90,7 @@ func TestJoinStateDeltaHoldsAppendedRows(t *testing.T) {
 			st.Right = appendJoinRec(st.Right, 0, int64(round), row)
 		}
 		v.Put(7, st)
-		c, err := b.Capture()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fs, err = c.(state.FileCaptured).PersistFiles(sf); err != nil {
-			t.Fatal(err)
-		}
+		fs = persistState(t, b, sf)
 		if round > 0 {
 			info, err := os.Stat(filepath.Join(sf.dir, fs.Shared[len(fs.Shared)-1]))
 			if err != nil {
