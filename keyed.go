@@ -299,15 +299,7 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 		cnt := bc.counters(name)
 		down := o.(*out[U])
 		col := &Collector[U]{o: down, c: cnt}
-		if f.OnTimer != nil {
-			m.onTimer = func(d TimeDomain) error {
-				col.ts = ctx.ts
-				if err := f.OnTimer(ctx, ctx.ts, d, col); err != nil {
-					return err
-				}
-				return col.err
-			}
-		}
+		m.onTimer = timerHook(f.OnTimer, ctx, col)
 		key, fn := ks.key, f.ProcessElement
 		in := &out[T]{
 			rec: func(v T, ts int64) error {
@@ -331,6 +323,21 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 	return Stream[U]{node: n}
 }
 
+// timerHook returns the keyedMember.onTimer that runs onTimer with the
+// operator's context and collector (nil for a nil onTimer).
+func timerHook[K comparable, V, U any](onTimer func(*KeyedContext[K, V], int64, TimeDomain, *Collector[U]) error, ctx *KeyedContext[K, V], col *Collector[U]) func(TimeDomain) error {
+	if onTimer == nil {
+		return nil
+	}
+	return func(d TimeDomain) error {
+		col.ts = ctx.ts
+		if err := onTimer(ctx, ctx.ts, d, col); err != nil {
+			return err
+		}
+		return col.err
+	}
+}
+
 // ConnectedStreams are two keyed streams with the same key type whose
 // records meet in one operator (KeyedCoProcess).
 type ConnectedStreams[K comparable, A, B any] struct {
@@ -349,12 +356,34 @@ func Connect[K comparable, A, B any](a KeyedStream[K, A], b KeyedStream[K, B]) C
 // unaligned) is what keeps the shared state consistent.
 func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name string,
 	fnA ProcessFunc[K, A, V, U], fnB ProcessFunc[K, B, V, U]) Stream[U] {
+	return KeyedCoProcess(cs, name, KeyedCoProcessFunction[K, A, B, V, U]{ProcessElement1: fnA, ProcessElement2: fnB})
+}
+
+// KeyedCoProcessFunction is the logic of a keyed two-input operator with
+// timers, as Flink's KeyedCoProcessFunction.
+type KeyedCoProcessFunction[K comparable, A, B, V, U any] struct {
+	// ProcessElement1 and ProcessElement2 handle a record of the first and
+	// of the second stream.
+	ProcessElement1 ProcessFunc[K, A, V, U]
+	ProcessElement2 ProcessFunc[K, B, V, U]
+	// OnTimer handles a timer of ctx.Key() that fired at ts, as
+	// KeyedProcessFunction.OnTimer; nil: timers fire silently.
+	OnTimer func(ctx *KeyedContext[K, V], ts int64, domain TimeDomain, out *Collector[U]) error
+}
+
+// KeyedCoProcess is CoProcess with timers: event-time timers fire when
+// the operator's watermark (the least of both inputs') passes them,
+// before the watermark goes downstream.
+func KeyedCoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name string, f KeyedCoProcessFunction[K, A, B, V, U]) Stream[U] {
 	ua, ub := cs.a.stream.node, cs.b.stream.node
 	env := ua.env
 	if ub.env != env {
 		env.fail(fmt.Errorf("co-process %q: streams belong to different environments", name))
 	}
 	checkStateTypes[K, V](env, name)
+	if f.ProcessElement1 == nil || f.ProcessElement2 == nil {
+		env.fail(fmt.Errorf("co-process %q: ProcessElement1 or ProcessElement2 is nil", name))
+	}
 	n := env.newNode(name, env.opts.Parallelism)
 	n.port = newPort[U]()
 	n.inPorts = []portOps{ua.port, ub.port}
@@ -368,13 +397,14 @@ func CoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], name 
 		down := o.(*out[U])
 		cnt := bc.counters(name)
 		col := &Collector[U]{o: down, c: cnt}
+		m.onTimer = timerHook(f.OnTimer, ctx, col)
 		wm := func(wm int64) error {
 			if err := m.watermark(wm); err != nil {
 				return err
 			}
 			return down.wm(wm)
 		}
-		keyA, keyB := cs.a.key, cs.b.key
+		keyA, keyB, fnA, fnB := cs.a.key, cs.b.key, f.ProcessElement1, f.ProcessElement2
 		inA := &out[A]{rec: func(v A, ts int64) error {
 			cnt.in++
 			ctx.key, ctx.ts, col.ts = keyA(v), ts, ts

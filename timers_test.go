@@ -9,6 +9,7 @@ import (
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/checkpoint/store"
+	"github.com/clinkstream/clink/runtime"
 )
 
 type fired struct {
@@ -207,5 +208,86 @@ func TestProcessingTimeTimers(t *testing.T) {
 		if x.FiredAt < x.Due {
 			t.Errorf("key %d: timer due %d fired early at %d", x.Key, x.Due, x.FiredAt)
 		}
+	}
+}
+
+// TestKeyedCoProcessTimers sets an event-time timer for every record of
+// the first of two connected streams: each fires once, with the key's
+// shared state, at a watermark past it, and a timer's watermark is the
+// lesser of the two inputs' (the second stream's times run behind the
+// first's, so no timer fires before the second input passed it).
+func TestKeyedCoProcessTimers(t *testing.T) {
+	const n = 3000
+	env, err := clink.NewEnvironment(clink.Options{Parallelism: 2, WatermarkInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := func(name string, ts func(int64) int64) clink.Stream[int64] {
+		return clink.AssignTimestamps(
+			clink.FromGenerator(env, name, clink.GeneratorOptions{Count: n}, func(i int64) int64 { return i }).SetParallelism(1),
+			name+"_ts", ts, 0).SetParallelism(1)
+	}
+	a := gen("a", func(i int64) int64 { return i })
+	b := gen("b", func(i int64) int64 { return i / 2 })
+	key := func(i int64) int64 { return i % 10 }
+	// MaxB is the latest time of the second stream the key has seen.
+	type counts struct{ A, B, MaxB int64 }
+	res := clink.KeyedCoProcess(clink.Connect(clink.KeyBy(a, key), clink.KeyBy(b, key)), "co",
+		clink.KeyedCoProcessFunction[int64, int64, int64, counts, fired]{
+			ProcessElement1: func(ctx *clink.KeyedContext[int64, counts], i int64, _ *clink.Collector[fired]) error {
+				c, _ := ctx.Value()
+				c.A++
+				ctx.SetValue(c)
+				ctx.RegisterEventTimeTimer(i + 3)
+				return nil
+			},
+			ProcessElement2: func(ctx *clink.KeyedContext[int64, counts], j int64, _ *clink.Collector[fired]) error {
+				c, _ := ctx.Value()
+				c.B++
+				c.MaxB = max(c.MaxB, ctx.Timestamp())
+				ctx.SetValue(c)
+				return nil
+			},
+			OnTimer: func(ctx *clink.KeyedContext[int64, counts], ts int64, d clink.TimeDomain, out *clink.Collector[fired]) error {
+				if d != clink.EventTime {
+					return fmt.Errorf("timer of domain %v", d)
+				}
+				c, ok := ctx.Value()
+				if !ok || c.A == 0 {
+					return fmt.Errorf("timer %d of key %d sees no state", ts, ctx.Key())
+				}
+				out.Collect(fired{Key: ctx.Key(), Ts: ts, Wm: ctx.CurrentWatermark(), Records: c.MaxB})
+				return nil
+			},
+		})
+	var out []fired
+	var mu sync.Mutex
+	clink.SinkTo(res, "sink", clink.SinkFunc(func(f fired) error {
+		mu.Lock()
+		out = append(out, f)
+		mu.Unlock()
+		return nil
+	}))
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[2]int64]bool{}
+	for _, f := range out {
+		if f.Wm < f.Ts {
+			t.Errorf("timer %d of key %d fired at watermark %d", f.Ts, f.Key, f.Wm)
+		}
+		// The second stream's times are i/2: a watermark that passed ts
+		// before the end came after its records up to ts of this key.
+		if f.Wm < runtime.MaxWatermark && f.Records+10 < f.Ts {
+			t.Errorf("timer %d of key %d fired at watermark %d with the second stream only at %d", f.Ts, f.Key, f.Wm, f.Records)
+		}
+		k := [2]int64{f.Key, f.Ts}
+		if seen[k] {
+			t.Errorf("timer %d of key %d fired twice", f.Ts, f.Key)
+		}
+		seen[k] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d timers fired, want %d", len(seen), n)
 	}
 }
