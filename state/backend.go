@@ -239,6 +239,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 			continue
 		}
 		c.frozen = append(c.frozen, cc.captureChanges())
+		cc.checkpointed()
 		if forBase {
 			// After captureChanges: the change lists Freeze takes are empty.
 			whole = append(whole, t.Freeze())

@@ -44,8 +44,19 @@ type kgChanges[K comparable, V any] struct {
 	// when it began, or deleted since): of the keys listed, the others
 	// were written before (see cowTable.appends). churned counts the
 	// deletions of keys listed already, inserted or written in the
-	// interval and gone again.
-	inserted, churned int
+	// interval and gone again. removed counts the deletions of keys
+	// written before the interval: like an insert, a deletion a delta
+	// writes ahead of the checkpoint is written once.
+	inserted, churned, removed int
+}
+
+// writtenOnce returns how many of the keys listed a delta written ahead of
+// the checkpoint writes once (inserted, or deleted after a value written
+// before the interval) and how many it may write again (written before,
+// or deleted after their write in the interval); see cowTable.appends.
+func (c *kgChanges[K, V]) writtenOnce() (once, again int64) {
+	once = int64(c.inserted + c.removed)
+	return once, max(int64(len(c.keys))-once, 0) + int64(c.churned)
 }
 
 // oldValue is a key's value before its first write of an interval; had is
@@ -90,6 +101,7 @@ func (c *kgChanges[K, V]) recordDelete(i int, k K, old V) {
 		c.churned++
 		return
 	}
+	c.removed++
 	c.keys = append(c.keys, k)
 	if c.withOlds {
 		c.olds = append(c.olds, oldValue[V]{v: old, had: true})
@@ -118,7 +130,7 @@ func (c *kgChanges[K, V]) move(i, j int, old *kgChanges[K, V]) {
 
 // take returns the changes listed so far and starts a new list.
 func (c *kgChanges[K, V]) take() *kgChanges[K, V] {
-	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, inserted: c.inserted, churned: c.churned}
+	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, inserted: c.inserted, churned: c.churned, removed: c.removed}
 	c.reset()
 	return out
 }
@@ -128,7 +140,7 @@ func (c *kgChanges[K, V]) reset() {
 	if len(c.keys) > 0 {
 		clear(c.listed)
 	}
-	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned = nil, nil, nil, false, 0, 0
+	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned, c.removed = nil, nil, nil, false, 0, 0, 0
 }
 
 // restart starts a new list in the arrays of this one, which nothing else
@@ -140,7 +152,7 @@ func (c *kgChanges[K, V]) restart() {
 	clear(c.keys)
 	clear(c.olds)
 	clear(c.deleted)
-	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned = c.keys[:0], c.olds[:0], c.deleted[:0], false, 0, 0
+	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned, c.removed = c.keys[:0], c.olds[:0], c.deleted[:0], false, 0, 0, 0
 }
 
 // growChanges gives s, whose arrays grow to c slots, a change list of that
@@ -148,7 +160,7 @@ func (c *kgChanges[K, V]) restart() {
 func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {
 	n := &kgChanges[K, V]{listed: make([]uint64, (c+63)/64), withOlds: t.diff != nil}
 	if s.changes != nil {
-		n.keys, n.olds, n.deleted, n.dup, n.inserted, n.churned = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.inserted, s.changes.churned
+		n.keys, n.olds, n.deleted, n.dup, n.inserted, n.churned, n.removed = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.inserted, s.changes.churned, s.changes.removed
 	}
 	s.changes = n
 }
@@ -420,34 +432,71 @@ func marshals(t reflect.Type) bool {
 // appendBytesDiff diffs two values whose byte slices sit at offs (see
 // byteSliceFields): a slice that begins with the earlier one's bytes (it
 // kept its array, which the earlier bytes never change in, or its bytes
-// compare equal: it was copied into a larger array) gets an edit of its
-// length and one inserting the bytes appended; any other change of a
-// slice makes the value be written whole.
+// compare equal: it was copied into a larger array), or with their end
+// (the first ones were cut), gets an edit of its length that cuts those
+// and one inserting the bytes appended; any other change of a slice makes
+// the value be written whole.
 func appendBytesDiff(dst []byte, old, new unsafe.Pointer, offs []uintptr) ([]byte, bool) {
 	off := 0 // in old's encoding
 	for _, fo := range offs {
 		o, n := *(*[]byte)(unsafe.Add(old, fo)), *(*[]byte)(unsafe.Add(new, fo))
+		// cut is how many of o's first bytes n lacks.
+		cut := 0
 		if len(o) > 0 && (len(n) < len(o) || unsafe.SliceData(n) != unsafe.SliceData(o) && !bytes.Equal(n[:len(o)], o)) {
-			return dst, false
+			var ok bool
+			if cut, ok = cutPrefix(o, n); !ok {
+				return dst, false
+			}
 		}
 		head := 1
 		if o != nil {
 			head = uvarintLen(uint64(len(o)) + 1)
 		}
-		if len(n) != len(o) || (o == nil) != (n == nil) {
+		if len(n) != len(o) || cut > 0 || (o == nil) != (n == nil) {
 			var hb [binary.MaxVarintLen64]byte
 			h := hb[:1]
 			if n != nil {
 				h = binary.AppendUvarint(hb[:0], uint64(len(n))+1)
 			}
-			dst = AppendEdit(dst, off, head, h)
-			if len(n) > len(o) {
-				dst = AppendEdit(dst, off+head+len(o), 0, n[len(o):])
+			dst = AppendEdit(dst, off, head+cut, h)
+			if kept := len(o) - cut; len(n) > kept {
+				dst = AppendEdit(dst, off+head+len(o), 0, n[kept:])
 			}
 		}
 		off += head + len(o)
 	}
 	return dst, true
+}
+
+// cutPrefix returns the least cut > 0 such that n begins with o[cut:] (n
+// is o without its first cut bytes, maybe with more appended), len(o) for
+// an empty n, or false.
+func cutPrefix(o, n []byte) (int, bool) {
+	if len(n) == 0 {
+		return len(o), true
+	}
+	// Where o has the first bytes of n (probe), up to the last len(probe)
+	// bytes of o; each of those is tried on its own.
+	probe := n[:min(len(n), 8)]
+	last := len(o) - len(probe)
+	for from := 1; from <= last; {
+		i := bytes.Index(o[from:], probe)
+		if i < 0 || from+i > last {
+			break
+		}
+		k := from + i
+		if bytes.HasPrefix(n, o[k:]) {
+			return k, true
+		}
+		from = k + 1
+	}
+	for k := max(last+1, 1); k < len(o); k++ {
+		if bytes.HasPrefix(n, o[k:]) {
+			return k, true
+		}
+	}
+	// Nothing of o is left: a new value, written whole.
+	return 0, false
 }
 
 // uvarintLen returns the length of x's uvarint encoding.

@@ -169,9 +169,15 @@ type cowTable[K comparable, V any] struct {
 	// persists add to them.
 	spliced, rewritten atomic.Int64
 	// inserted and rewrote count, over the captures of changes, the keys
-	// they listed that were inserted in their interval and those written
-	// before it (see appends); only the task goroutine adds to them.
+	// they listed that a delta writes once (inserted in their interval, or
+	// deleted in it after a value written before) and the others (see
+	// appends); only the task goroutine adds to them.
 	inserted, rewrote atomic.Int64
+	// born counts the keys inserted, over the captures of changes;
+	// bornAtCheckpoint is born at the last checkpoint's capture and
+	// bornPerCheckpoint how many the interval before it inserted (see
+	// appends). Only the task goroutine uses them.
+	born, bornAtCheckpoint, bornPerCheckpoint int64
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {

@@ -33,6 +33,8 @@ type changeCapturer interface {
 	// appends reports whether the table's changes are worth persisting
 	// preemptively (see appends on cowTable).
 	appends() bool
+	// checkpointed tells the table that a checkpoint captured it.
+	checkpointed()
 }
 
 // changedEntry is one entry a capture of changes holds: a listed key with
@@ -180,8 +182,10 @@ func (t *cowTable[K, V]) captureChanges() FrozenTable {
 			continue
 		}
 		d.groups[g] = t.copyChanged(s, c, now)
-		t.inserted.Add(int64(c.inserted))
-		t.rewrote.Add(int64(max(len(c.keys)-c.inserted, 0) + c.churned))
+		once, again := c.writtenOnce()
+		t.inserted.Add(once)
+		t.rewrote.Add(again)
+		t.born += int64(c.inserted)
 		c.restart()
 	}
 	t.lastSlot = nil

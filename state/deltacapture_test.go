@@ -385,22 +385,7 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 	for _, mode := range []string{"fresh", "rewrite", "churn"} {
 		fresh := mode == "fresh"
 		sf := &dirShared{dir: t.TempDir()}
-		full := state.KeyGroupRange{Start: 0, End: incMaxP}
-		open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) {
-			b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: 1 << 30, PreemptiveEntries: 2000, PreemptiveInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := b.Open(full, incMaxP); err != nil {
-				t.Fatal(err)
-			}
-			b.UseShared(sf)
-			v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b, v
-		}
+		open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) { return openPreemptive(t, sf) }
 		b, v := open()
 		for k := range int64(2500) {
 			v.Put(k, k)
@@ -469,4 +454,111 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 		}
 		r.Close()
 	}
+}
+
+// TestMemoryPreemptiveKeyLifetimes writes keys that live for a while and
+// are deleted (a sliding window of 10,000 keys, 2,500 new and 2,500 gone
+// per checkpoint: written ahead, the deletions too, as a delta writes
+// each once) and keys that live shorter than a checkpoint interval
+// (10,000 per interval in batches of 2,000, each deleted two batches
+// later: once a checkpoint saw that the table holds fewer keys than an
+// interval inserts, it is not written ahead, since most of what it would
+// write is gone by the checkpoint). Both restore to the state at the last
+// checkpoint.
+func TestMemoryPreemptiveKeyLifetimes(t *testing.T) {
+	for _, mode := range []string{"expiring", "short-lived"} {
+		t.Run(mode, func(t *testing.T) {
+			sf := &dirShared{dir: t.TempDir()}
+			open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) { return openPreemptive(t, sf) }
+			b, v := open()
+			live := map[int64]bool{}
+			put := func(k int64) { v.Put(k, k*3); live[k] = true }
+			del := func(k int64) { v.Delete(k); delete(live, k) }
+			next := int64(0)
+			var fs *state.FileState
+			if mode == "expiring" {
+				for ; next < 10000; next++ {
+					put(next)
+				}
+				fs = persistFiles(t, b, sf)
+				for round := range 4 {
+					for range 2500 {
+						del(next - 10000)
+						put(next)
+						next++
+					}
+					persistAhead(t, b, sf, round+1)
+					fs = persistFiles(t, b, sf)
+				}
+			} else {
+				put(-1)
+				fs = persistFiles(t, b, sf)
+				before := 0
+				for round := range 3 {
+					if round == 1 {
+						// The checkpoint before measured the keys' lifetime;
+						// it waited for any persist ahead in flight.
+						before = preFiles(t, sf)
+					}
+					for range 5 {
+						for range 2000 {
+							put(next)
+							next++
+						}
+						// The keys of two batches ago, captured since.
+						for k := next - 6000; k < next-4000; k++ {
+							if k >= 0 {
+								del(k)
+							}
+						}
+						if err := b.PersistPreemptively(); err != nil {
+							t.Fatal(err)
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+					fs = persistFiles(t, b, sf)
+				}
+				if before == 0 {
+					t.Fatal("nothing was written ahead before the keys' lifetime was known: the test proves nothing")
+				}
+				if n := preFiles(t, sf); n != before {
+					t.Fatalf("keys that live shorter than a checkpoint interval were written ahead: %d files, %d before", n, before)
+				}
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			r, rv := open()
+			defer r.Close()
+			if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+				t.Fatal(err)
+			}
+			for k := int64(-1); k < next; k++ {
+				got, ok := rv.Get(k)
+				if ok != live[k] || ok && got != k*3 {
+					t.Fatalf("key %d restored as %d, %v; want present %v", k, got, ok, live[k])
+				}
+			}
+		})
+	}
+}
+
+// openPreemptive opens a memory backend over every key group that writes
+// ahead once 2,000 keys changed (and not on time), with one value state
+// "v" of int64 keys and values.
+func openPreemptive(t *testing.T, sf *dirShared) (*state.MemoryBackend, *state.ValueState[int64, int64]) {
+	t.Helper()
+	b, err := state.NewMemoryBackendWith(state.MemoryOptions{Incremental: true, MaterializeBytes: 1 << 30, PreemptiveEntries: 2000, PreemptiveInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Open(state.KeyGroupRange{Start: 0, End: incMaxP}, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	b.UseShared(sf)
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, v
 }

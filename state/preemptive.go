@@ -57,7 +57,9 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 // the checkpoint, for the most part: values that grow by appending, written
 // as edits (Differ), such as a regular join's rows, whose changes written
 // ahead cost only what was appended; or keys that are written once, as
-// the values of a DISTINCT aggregate over an insert-only input. The
+// the values of a DISTINCT aggregate over an insert-only input, or
+// deleted once, as the timers of a join that drops the rows no row to
+// come can meet. The
 // changes of other tables are written at the checkpoint only: a key
 // written again after a preemptive persist would be written again whole.
 //
@@ -66,23 +68,40 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 // rows do) but whose deltas mostly rewrite them whole (they are rebuilt,
 // not appended to) is not persisted ahead; a table that does not diff
 // values is, once its captures of changes and the interval since have
-// listed at least three inserted keys for each key written before (a key
-// written again after a persist ahead counts as one written before, and
-// so does a key deleted in the interval that wrote it).
+// listed at least three keys written once for each key written again:
+// keys inserted, or deleted after a value written before the interval, are
+// written once; a key written before (or again after a persist ahead), or
+// deleted in the interval that wrote it, is written again.
+//
+// Neither is written ahead while its keys live shorter than a checkpoint
+// interval: by Little's law, when a table holds fewer keys than one
+// interval inserts, a key lasts less than an interval on average, and
+// most of what a persist ahead writes is deleted before the checkpoint,
+// whose delta then need not hold it at all (the rows of a join that drops
+// those no row to come can meet, when event time runs ahead of the clock).
 func (t *cowTable[K, V]) appends() bool {
+	if per := t.bornPerCheckpoint; per >= minPreemptiveEntries && int64(t.len()) < per {
+		return false
+	}
 	if t.diff == nil {
 		// The captures so far, and the interval since the last one.
 		i, r := t.inserted.Load(), t.rewrote.Load()
 		for g := range t.shards {
 			if c := t.shards[g].changes; c != nil {
-				i += int64(c.inserted)
-				r += int64(max(len(c.keys)-c.inserted, 0) + c.churned)
+				once, again := c.writtenOnce()
+				i, r = i+once, r+again
 			}
 		}
 		return i >= minPreemptiveEntries && i >= 3*r
 	}
 	s, r := t.spliced.Load(), t.rewritten.Load()
 	return s >= 3*r
+}
+
+// checkpointed implements changeCapturer.
+func (t *cowTable[K, V]) checkpointed() {
+	t.bornPerCheckpoint = t.born - t.bornAtCheckpoint
+	t.bornAtCheckpoint = t.born
 }
 
 // changedCount returns how many keys the table's change lists hold.
