@@ -374,8 +374,18 @@ func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinSt
 			flags = joinNullKey
 		}
 		// Appending writes past the end of the slice the state holds,
-		// which a checkpoint may be encoding, and never into it.
-		mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
+		// which a checkpoint may be encoding, and never into it. A row
+		// that no row still to come can meet is not kept.
+		if ret := j.retention(left); ret == nil {
+			mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
+		} else if exp, ok := expiry(r.Values[ret.Col], ret.AfterMs); ok && exp > ctx.CurrentWatermark() {
+			if len(mineRows) == 0 {
+				// The key's first row sets its timer; rows after it go
+				// when it fires or later (see expire).
+				ctx.RegisterEventTimeTimer(exp)
+			}
+			mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
+		}
 	} else {
 		keep := j.keepL
 		if !left {
@@ -459,13 +469,99 @@ func (b *builder) join(n *planner.Join) (clink.Stream[types.Row], error) {
 // joinOn runs j over both inputs keyed by keyL and keyR.
 func joinOn[K comparable](j *regularJoin, l, r clink.Stream[types.Row], keyL, keyR func(types.Row) K) clink.Stream[types.Row] {
 	cs := clink.Connect(clink.KeyBy(l, keyL), clink.KeyBy(r, keyR))
-	return clink.CoProcess(cs, j.uid,
-		func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+	f := clink.KeyedCoProcessFunction[K, types.Row, types.Row, joinState, types.Row]{
+		ProcessElement1: func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
 			return processJoin(j, ctx, row, out, true)
 		},
-		func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
+		ProcessElement2: func(ctx *clink.KeyedContext[K, joinState], row types.Row, out *clink.Collector[types.Row]) error {
 			return processJoin(j, ctx, row, out, false)
+		},
+	}
+	if j.n.LeftRetain != nil || j.n.RightRetain != nil {
+		f.OnTimer = func(ctx *clink.KeyedContext[K, joinState], _ int64, _ clink.TimeDomain, _ *clink.Collector[types.Row]) error {
+			return expire(j, ctx)
+		}
+	}
+	return clink.KeyedCoProcess(cs, j.uid, f)
+}
+
+// retention returns the JoinRetention of one side (left or not), or nil.
+func (j *regularJoin) retention(left bool) *planner.JoinRetention {
+	if left {
+		return j.n.LeftRetain
+	}
+	return j.n.RightRetain
+}
+
+// expiry returns the watermark at which a row whose retention column is v
+// (see planner.JoinRetention) can meet no more rows: v plus afterMs,
+// rounded up to the next millisecond; false for NULL, which meets
+// nothing.
+func expiry(v types.Value, afterMs int64) (int64, bool) {
+	if v.IsNull() {
+		return 0, false
+	}
+	ms := v.EpochMillis()
+	if v.NanoOfMilli() > 0 {
+		ms++
+	}
+	e := ms + afterMs
+	// Saturate: a bound past either end of time.
+	if afterMs > 0 && e < ms {
+		e = math.MaxInt64
+	} else if afterMs < 0 && e > ms {
+		e = math.MinInt64
+	}
+	return e, true
+}
+
+// expire runs when a key's retention timer fires: it drops the rows of
+// each side with a JoinRetention that the watermark has passed (no row
+// still to come can meet them; Flink's join would keep them for good) and
+// sets the timer again at the earliest expiry of those left.
+func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState]) error {
+	st, ok := ctx.Value()
+	if !ok {
+		return nil
+	}
+	wm := ctx.CurrentWatermark()
+	next, has := int64(math.MaxInt64), false
+	changed := false
+	for _, left := range []bool{true, false} {
+		ret := j.retention(left)
+		rows := &st.Right
+		if left {
+			rows = &st.Left
+		}
+		if ret == nil || len(*rows) == 0 {
+			continue
+		}
+		// Only the columns up to the retention's are decoded.
+		tmp := make([]types.Value, ret.Col+1)
+		kept, dropped, err := rows.retained(tmp, func(row []types.Value) bool {
+			e, ok := expiry(row[ret.Col], ret.AfterMs)
+			if !ok || e <= wm {
+				return false
+			}
+			next, has = min(next, e), true
+			return true
 		})
+		if err != nil {
+			return j.stateError(ctx.Key(), err)
+		}
+		*rows, changed = kept, changed || dropped
+	}
+	if has {
+		ctx.RegisterEventTimeTimer(next)
+	}
+	switch {
+	case !changed:
+	case len(st.Left) == 0 && len(st.Right) == 0:
+		ctx.Clear()
+	default:
+		ctx.SetValue(st)
+	}
+	return nil
 }
 
 // intJoinKey reports whether a join's keys are one integer on each side,

@@ -141,3 +141,38 @@ func (rs joinRows) rewrite(skip int, bump []int, delta int64) (joinRows, error) 
 	}
 	return out, nil
 }
+
+// retained returns rs without the records whose row's first len(tmp)
+// columns, decoded into tmp, keep reports false for, and whether any
+// went; rs itself when none did.
+func (rs joinRows) retained(tmp []types.Value, keep func(row []types.Value) bool) (joinRows, bool, error) {
+	var out joinRows
+	dropped := false
+	for off := 0; off < len(rs); {
+		r, err := rs.rec(off)
+		if err != nil {
+			return nil, false, err
+		}
+		if _, err := types.DecodeValuesInto(tmp, unsafe.String(unsafe.SliceData(r.row), len(r.row))); err != nil {
+			return nil, false, fmt.Errorf("%w: %w", errJoinState, err)
+		}
+		if keep(tmp) {
+			if dropped {
+				out = append(out, rs[off:r.end]...)
+			}
+		} else if !dropped {
+			// The first record to go: a new slice with those before it
+			// (the held one may be in a checkpoint).
+			dropped = true
+			out = append(make(joinRows, 0, len(rs)-(r.end-off)), rs[:off]...)
+		}
+		off = r.end
+	}
+	if !dropped {
+		return rs, false, nil
+	}
+	if len(out) == 0 {
+		return nil, true, nil
+	}
+	return out, true, nil
+}

@@ -69,6 +69,31 @@ type JoinSpec struct {
 type Join struct {
 	base
 	JoinSpec
+	// LeftRetain and RightRetain, when set, bound how long a side's rows
+	// can still meet rows of the other side to come (see JoinRetention);
+	// nil: a row is kept as long as the job runs, as Flink keeps it
+	// without a state TTL.
+	LeftRetain, RightRetain *JoinRetention
+}
+
+// JoinRetention says when a regular join may drop a row of one side: once
+// the join's watermark reaches the row's column Col plus AfterMs, no row
+// of the other side still to come can satisfy the condition with it. It
+// holds when both inputs are insert-only and a conjunct of the condition
+// bounds a column of the other side that is ahead of that side's
+// watermark (a window aggregation's window_end or window_time: the
+// aggregation emits a window only when the watermark passes it, and drops
+// rows late for it) by Col plus an offset: every row of the other side
+// that arrives later has that column past the watermark, past the bound.
+// The join's results are the same as without it; only the state it keeps
+// is smaller. (Flink keeps such rows until a state TTL expires them.)
+type JoinRetention struct {
+	// Col is the column of the side whose rows are dropped.
+	Col int
+	// AfterMs is the offset added to Col.
+	AfterMs int64
+	// Text is the bound as EXPLAIN prints it: "dateTime + 10000 ms".
+	Text string
 }
 
 // IntervalJoin is a join of two insert-only inputs whose condition
@@ -157,8 +182,15 @@ func (s *JoinSpec) where() string {
 func (n *Join) args() string {
 	// The state keeps every row with its count: Flink's NoUniqueKey input
 	// spec.
-	return fmt.Sprintf("joinType=[%s], where=[%s], select=[%s], leftInputSpec=[NoUniqueKey], rightInputSpec=[NoUniqueKey]",
+	s := fmt.Sprintf("joinType=[%s], where=[%s], select=[%s], leftInputSpec=[NoUniqueKey], rightInputSpec=[NoUniqueKey]",
 		n.Type, n.where(), fieldNames(n.fields))
+	if r := n.LeftRetain; r != nil {
+		s += ", leftRetention=[watermark >= " + r.Text + "]"
+	}
+	if r := n.RightRetain; r != nil {
+		s += ", rightRetention=[watermark >= " + r.Text + "]"
+	}
+	return s
 }
 
 func (n *IntervalJoin) args() string {
@@ -466,6 +498,7 @@ func (p *Planner) bindJoinWhere(j *ast.Join, where ast.Expr) (relation, error) {
 		n = ij
 	} else {
 		jn := &Join{JoinSpec: spec}
+		jn.LeftRetain, jn.RightRetain = p.joinRetention(spec, rest, scope, nl)
 		jn.rowtime = -1
 		n = jn
 	}
@@ -699,31 +732,36 @@ func windowOrigin(n Node, col int) (WindowSpec, int, bool) {
 	case *WatermarkAssigner:
 		return windowOrigin(n.Input, col)
 	case *Calc:
-		// A projection that is a bare column reference passes the column
-		// through; the text names it as the input does.
-		e, err := parser.ParseExpr(n.ProjText[col])
-		if err != nil {
-			return WindowSpec{}, 0, false
-		}
-		ref, ok := e.(*ast.ColumnRef)
-		if !ok {
-			return WindowSpec{}, 0, false
-		}
-		name := ref.Parts[len(ref.Parts)-1]
-		found := -1
-		for i, f := range n.Input.Fields() {
-			if f.Name == name {
-				if found >= 0 {
-					return WindowSpec{}, 0, false
-				}
-				found = i
-			}
-		}
-		if found >= 0 {
-			return windowOrigin(n.Input, found)
+		if in, ok := calcSource(n, col); ok {
+			return windowOrigin(n.Input, in)
 		}
 	}
 	return WindowSpec{}, 0, false
+}
+
+// calcSource returns the input column that output column col of n passes
+// through unchanged, if its projection is a bare column reference (the
+// text names it as the input does).
+func calcSource(n *Calc, col int) (int, bool) {
+	e, err := parser.ParseExpr(n.ProjText[col])
+	if err != nil {
+		return 0, false
+	}
+	ref, ok := e.(*ast.ColumnRef)
+	if !ok {
+		return 0, false
+	}
+	name := ref.Parts[len(ref.Parts)-1]
+	found := -1
+	for i, f := range n.Input.Fields() {
+		if f.Name == name {
+			if found >= 0 {
+				return 0, false
+			}
+			found = i
+		}
+	}
+	return found, found >= 0
 }
 
 // windowJoin plans spec as a WindowJoin when both inputs are windowed the
@@ -767,42 +805,11 @@ type timeRef struct {
 
 // timeOffset reads e as `rowtime [+|- INTERVAL ...]` of one side.
 func (p *Planner) timeOffset(e ast.Expr, scope expr.Tables, nl int, times [2]int) (timeRef, bool) {
-	switch e := e.(type) {
-	case *ast.ColumnRef:
-		c, err := scope.Resolve(e)
-		if err != nil {
-			return timeRef{}, false
-		}
-		switch {
-		case c.Index < nl && c.Index == times[0]:
-			return timeRef{side: 0}, true
-		case c.Index >= nl && c.Index-nl == times[1]:
-			return timeRef{side: 1}, true
-		}
-	case *ast.Binary:
-		if e.Op != ast.OpAdd && e.Op != ast.OpSub {
-			return timeRef{}, false
-		}
-		t, ok := p.timeOffset(e.L, scope, nl, times)
-		if !ok {
-			return timeRef{}, false
-		}
-		c, err := p.compiler.Compile(e.R, expr.Tables{})
-		if err != nil || !c.Constant || c.Type.Kind != types.KindIntervalDayTime {
-			return timeRef{}, false
-		}
-		v, err := c.Eval(nil)
-		if err != nil || v.IsNull() {
-			return timeRef{}, false
-		}
-		if e.Op == ast.OpAdd {
-			t.ms += v.Int64()
-		} else {
-			t.ms -= v.Int64()
-		}
-		return t, true
+	c, ok := p.colOffset(e, scope, nl)
+	if !ok || c.col != times[c.side] {
+		return timeRef{}, false
 	}
-	return timeRef{}, false
+	return timeRef{side: c.side, ms: c.ms}, true
 }
 
 // intervalJoin plans spec as an IntervalJoin when both inputs are
@@ -894,4 +901,126 @@ func (p *Planner) intervalJoin(spec JoinSpec, rest []ast.Expr, scope expr.Tables
 // each input's rows, so equal bounds are a regular join's condition.
 func sameWindows(a, b WindowSpec) bool {
 	return a.Kind != Session && a.Kind == b.Kind && a.Size == b.Size && a.Slide == b.Slide && a.Step == b.Step
+}
+
+// colRef is a TIMESTAMP or TIMESTAMP_LTZ column of one side of a join
+// plus a constant offset.
+type colRef struct {
+	side, col int // col: within its side
+	kind      types.Kind
+	ms        int64
+}
+
+// colOffset reads e as `column [+|- INTERVAL ...]` of one side, the
+// column a TIMESTAMP or TIMESTAMP_LTZ.
+func (p *Planner) colOffset(e ast.Expr, scope expr.Tables, nl int) (colRef, bool) {
+	switch e := e.(type) {
+	case *ast.ColumnRef:
+		c, err := scope.Resolve(e)
+		if err != nil || c.Type.Kind != types.KindTimestamp && c.Type.Kind != types.KindTimestampLTZ {
+			return colRef{}, false
+		}
+		if c.Index < nl {
+			return colRef{side: 0, col: c.Index, kind: c.Type.Kind}, true
+		}
+		return colRef{side: 1, col: c.Index - nl, kind: c.Type.Kind}, true
+	case *ast.Binary:
+		if e.Op != ast.OpAdd && e.Op != ast.OpSub {
+			return colRef{}, false
+		}
+		t, ok := p.colOffset(e.L, scope, nl)
+		if !ok {
+			return colRef{}, false
+		}
+		c, err := p.compiler.Compile(e.R, expr.Tables{})
+		if err != nil || !c.Constant || c.Type.Kind != types.KindIntervalDayTime {
+			return colRef{}, false
+		}
+		v, err := c.Eval(nil)
+		if err != nil || v.IsNull() {
+			return colRef{}, false
+		}
+		if e.Op == ast.OpAdd {
+			t.ms += v.Int64()
+		} else {
+			t.ms -= v.Int64()
+		}
+		return t, true
+	}
+	return colRef{}, false
+}
+
+// joinRetention finds, for each side of a regular join, a JoinRetention
+// among the conjuncts rest of its condition: one of the form `a <= b`,
+// `a < b` (or flipped, or a BETWEEN's bounds) where a is a column of one
+// side ahead of its watermark plus an offset and b a column of the other
+// side plus an offset. a <= b + k then fails for every row still to come
+// on a's side once the watermark reaches b + k: b's row may be dropped.
+func (p *Planner) joinRetention(spec JoinSpec, rest []ast.Expr, scope expr.Tables, nl int) (left, right *JoinRetention) {
+	if spec.Left.Updating() || spec.Right.Updating() {
+		// A retraction still to come must find the rows its row met.
+		return nil, nil
+	}
+	sides := [2]Node{spec.Left, spec.Right}
+	// le notes `a <= b` for expressions a and b.
+	le := func(a, b ast.Expr) {
+		ra, ok1 := p.colOffset(a, scope, nl)
+		rb, ok2 := p.colOffset(b, scope, nl)
+		if !ok1 || !ok2 || ra.side == rb.side || ra.kind != rb.kind || !aheadOfWatermark(sides[ra.side], ra.col) {
+			return
+		}
+		// a.col + a.ms <= b.col + b.ms: a row of b's side can meet a later
+		// row of a's side only while a.col <= b.col + b.ms - a.ms.
+		after := rb.ms - ra.ms
+		name := sides[rb.side].Fields()[rb.col].Name
+		text := "`" + name + "`"
+		switch {
+		case after > 0:
+			text += fmt.Sprintf(" + %d ms", after)
+		case after < 0:
+			text += fmt.Sprintf(" - %d ms", -after)
+		}
+		r := &JoinRetention{Col: rb.col, AfterMs: after, Text: text}
+		if rb.side == 0 && left == nil {
+			left = r
+		} else if rb.side == 1 && right == nil {
+			right = r
+		}
+	}
+	for _, c := range rest {
+		switch c := c.(type) {
+		case *ast.Binary:
+			switch c.Op {
+			case ast.OpLe, ast.OpLt:
+				le(c.L, c.R)
+			case ast.OpGe, ast.OpGt:
+				le(c.R, c.L)
+			}
+		case *ast.Between:
+			if !c.Not && !c.Symmetric {
+				le(c.Lo, c.X)
+				le(c.X, c.Hi)
+			}
+		}
+	}
+	return left, right
+}
+
+// aheadOfWatermark reports whether every row n emits after a watermark W
+// has column col later than W (never NULL): the window_end and
+// window_time of an event-time window aggregation, which emits a window
+// when the watermark passes its last millisecond and drops rows late for
+// their windows, passed through projections and filters. Session windows
+// are left out.
+func aheadOfWatermark(n Node, col int) bool {
+	switch n := n.(type) {
+	case *WindowAggregate:
+		base := len(n.fields) - 3
+		return col > base && !n.Window.ProcTime && n.Window.Kind != Session
+	case *Calc:
+		if in, ok := calcSource(n, col); ok {
+			return aheadOfWatermark(n.Input, in)
+		}
+	}
+	return false
 }
