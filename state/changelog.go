@@ -469,19 +469,22 @@ func appendBytesDiff(dst []byte, old, new unsafe.Pointer, offs []uintptr) ([]byt
 }
 
 // cutPrefix returns the least cut > 0 such that n begins with o[cut:] (n
-// is o without its first cut bytes, maybe with more appended), len(o) for
-// an empty n, or false.
+// is o without its first cut bytes, maybe with more appended) and at
+// least minKept bytes of o are left, len(o) for an empty n, or false. A
+// few bytes in common are a coincidence of a value rewritten, not a cut:
+// such a value is written whole, and counts as rewritten (see appends).
 func cutPrefix(o, n []byte) (int, bool) {
 	if len(n) == 0 {
 		return len(o), true
 	}
-	// Where o has the first bytes of n (probe), up to the last len(probe)
-	// bytes of o; each of those is tried on its own.
-	probe := n[:min(len(n), 8)]
-	last := len(o) - len(probe)
+	if len(n) < minKept {
+		return 0, false
+	}
+	probe := n[:minKept]
+	last := len(o) - minKept
 	for from := 1; from <= last; {
 		i := bytes.Index(o[from:], probe)
-		if i < 0 || from+i > last {
+		if i < 0 {
 			break
 		}
 		k := from + i
@@ -490,14 +493,11 @@ func cutPrefix(o, n []byte) (int, bool) {
 		}
 		from = k + 1
 	}
-	for k := max(last+1, 1); k < len(o); k++ {
-		if bytes.HasPrefix(n, o[k:]) {
-			return k, true
-		}
-	}
-	// Nothing of o is left: a new value, written whole.
 	return 0, false
 }
+
+// minKept is the fewest bytes of an earlier slice a cut keeps.
+const minKept = 8
 
 // uvarintLen returns the length of x's uvarint encoding.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
