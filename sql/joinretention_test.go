@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clinkstream/clink/sql"
 )
@@ -175,4 +176,41 @@ ON b.p = w.maxp WHERE b.ts BETWEEN w.we - INTERVAL '10' SECOND AND w.we;`
 		t.Fatalf("the largest of %d checkpoints holds %d bytes: the join kept rows no window can meet (sizes %v)", len(sizes.sizes), largest, sizes.sizes)
 	}
 	t.Logf("%d checkpoints, the largest %d bytes", len(sizes.sizes), largest)
+}
+
+// TestJoinRetentionRestore stops q7's shape midway, after checkpoints
+// that hold the join's retention timers and the rows still kept, and
+// restores it: the exactly-once filesystem sink ends with every joined
+// row once, so the restored join dropped no row a window still met and
+// kept meeting the rows it held.
+func TestJoinRetentionRestore(t *testing.T) {
+	const n = 6000
+	out := t.TempDir()
+	script := retentionRows(n, 4000) + fmt.Sprintf(`
+CREATE TABLE f (a BIGINT, b BIGINT) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv');
+SET 'execution.checkpointing.interval' = '50ms';
+SET 'pipeline.auto-watermark-interval' = '5ms';
+INSERT INTO f SELECT b.id, w.maxp FROM b JOIN (
+  SELECT MAX(p) AS maxp, window_end AS we FROM TABLE(TUMBLE(TABLE b, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+  GROUP BY window_start, window_end) w
+ON b.p = w.maxp WHERE b.ts BETWEEN w.we - INTERVAL '10' SECOND AND w.we;`, out)
+	// The windows' highest prices, by window end (ms), then the rows
+	// between a window's end - 10 s and its end with that price.
+	price := func(id int64) int64 { return id * 7919 % 31 }
+	highest := map[int64]int64{}
+	for id := int64(1); id <= n; id++ {
+		e := id*250/10000*10000 + 10000
+		highest[e] = max(highest[e], price(id))
+	}
+	var want []string
+	for id := int64(1); id <= n; id++ {
+		ms := id * 250
+		for e := ms/10000*10000 + 10000; e >= ms && e-10000 <= ms; e -= 10000 {
+			if highest[e] == price(id) {
+				want = append(want, fmt.Sprintf("%d,%d", id, price(id)))
+			}
+		}
+	}
+	slices.Sort(want)
+	checkRestoreMidway(t, script, out, want, 700*time.Millisecond)
 }
