@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 // discard drops a capture as the runtime does for an aborted checkpoint.
@@ -41,7 +42,7 @@ func TestMemoryCaptureOfChangesRefusesPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.Put(1, 1)
-	persistFiles(t, b, sf)
+	statetest.PersistFiles(t, b, sf)
 	v.Put(2, 2)
 	c, err := b.Capture()
 	if err != nil {
@@ -92,13 +93,13 @@ func TestMemoryDeltaOfChurnedKeyGroupIsItsEntries(t *testing.T) {
 	for k := range int64(8) {
 		v.Put(k, k)
 	}
-	persistFiles(t, b, sf)
+	statetest.PersistFiles(t, b, sf)
 	for k := int64(100); k < 20_100; k++ {
 		v.Put(k, k)
 		v.Delete(k)
 	}
 	v.Put(3, 33)
-	fs := persistFiles(t, b, sf)
+	fs := statetest.PersistFiles(t, b, sf)
 	if n := fileSize(t, sf, newest(fs)); n > 400 {
 		t.Fatalf("delta after 20000 keys came and went among 8 is %d bytes", n)
 	}
@@ -153,7 +154,7 @@ func TestMemoryDeltaMergesDiscardedCaptures(t *testing.T) {
 	mutateSides(rnd, v, m, 200, keysIn(full))
 	putF(0, 1)
 	putF(1.5, 2)
-	persistFiles(t, b, sf)
+	statetest.PersistFiles(t, b, sf)
 	for round := range 20 {
 		mutateSides(rnd, v, m, 40, keysIn(full))
 		switch round % 4 {
@@ -172,7 +173,7 @@ func TestMemoryDeltaMergesDiscardedCaptures(t *testing.T) {
 			discard(t, b)
 			continue
 		}
-		fs := persistFiles(t, b, sf)
+		fs := statetest.PersistFiles(t, b, sf)
 		r, _, got := restoredSides(t, []*state.FileState{fs}, sf, full)
 		rf, err := state.NewValue(r, "f", state.CodecFor[float64](), state.CodecFor[int64]())
 		if err != nil {
@@ -276,7 +277,7 @@ func TestMemoryPreemptivePersist(t *testing.T) {
 			for k := range int64(3000) {
 				row(k, 0)
 			}
-			listed := persistFiles(t, b, sf).Shared // the first checkpoint: a whole capture
+			listed := statetest.PersistFiles(t, b, sf).Shared // the first checkpoint: a whole capture
 			for round := range 3 {
 				for k := range int64(2500) {
 					row(k, round+1)
@@ -304,7 +305,7 @@ func TestMemoryPreemptivePersist(t *testing.T) {
 				if pres != round+1 {
 					t.Fatalf("round %d: %d preemptive files, want %d", round, pres, round+1)
 				}
-				fs := persistFiles(t, b, sf)
+				fs := statetest.PersistFiles(t, b, sf)
 				last := newest(fs)
 				listsPre := strings.HasSuffix(fs.Shared[len(fs.Shared)-2], ".pre") && !slices.Contains(listed, fs.Shared[len(fs.Shared)-2])
 				listed = fs.Shared
@@ -358,9 +359,9 @@ func TestMemoryPreemptiveSkipsRewrittenValues(t *testing.T) {
 		}
 	}
 	rewrite(0)
-	persistFiles(t, b, sf)
+	statetest.PersistFiles(t, b, sf)
 	rewrite(1)
-	persistFiles(t, b, sf) // a delta of 2500 values written whole
+	statetest.PersistFiles(t, b, sf) // a delta of 2500 values written whole
 	rewrite(2)
 	if err := b.PersistPreemptively(); err != nil {
 		t.Fatal(err)
@@ -390,7 +391,7 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 		for k := range int64(2500) {
 			v.Put(k, k)
 		}
-		persistFiles(t, b, sf)
+		statetest.PersistFiles(t, b, sf)
 		next := int64(2500)
 		for round := range 3 {
 			for k := range int64(2500) {
@@ -418,7 +419,7 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 				v.Delete(k)
 			}
 		}
-		fs := persistFiles(t, b, sf)
+		fs := statetest.PersistFiles(t, b, sf)
 		pre := preFiles(t, sf)
 		if fresh && pre == 0 {
 			t.Fatal("new keys were not persisted ahead")
@@ -480,7 +481,7 @@ func TestMemoryPreemptiveKeyLifetimes(t *testing.T) {
 				for ; next < 10000; next++ {
 					put(next)
 				}
-				fs = persistFiles(t, b, sf)
+				fs = statetest.PersistFiles(t, b, sf)
 				for round := range 4 {
 					for range 2500 {
 						del(next - 10000)
@@ -488,11 +489,11 @@ func TestMemoryPreemptiveKeyLifetimes(t *testing.T) {
 						next++
 					}
 					persistAhead(t, b, sf, round+1)
-					fs = persistFiles(t, b, sf)
+					fs = statetest.PersistFiles(t, b, sf)
 				}
 			} else {
 				put(-1)
-				fs = persistFiles(t, b, sf)
+				fs = statetest.PersistFiles(t, b, sf)
 				before := 0
 				for round := range 3 {
 					if round == 1 {
@@ -516,7 +517,7 @@ func TestMemoryPreemptiveKeyLifetimes(t *testing.T) {
 						}
 						time.Sleep(5 * time.Millisecond)
 					}
-					fs = persistFiles(t, b, sf)
+					fs = statetest.PersistFiles(t, b, sf)
 				}
 				if before == 0 {
 					t.Fatal("nothing was written ahead before the keys' lifetime was known: the test proves nothing")

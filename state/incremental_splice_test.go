@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 // sides is a value like a regular join's: two byte slices that grow by
@@ -53,11 +54,11 @@ func TestMemoryIncrementalDeltaOfAppend(t *testing.T) {
 	}
 	v.Put(1, sides{L: big})
 	v.Put(2, sides{R: []byte("x")})
-	persistFiles(t, b, sf) // the base
+	statetest.PersistFiles(t, b, sf) // the base
 	row := []byte("one more row")
 	cur, _ := v.Get(1)
 	v.Put(1, sides{L: append(cur.L, row...), R: []byte("r")})
-	fs := persistFiles(t, b, sf)
+	fs := statetest.PersistFiles(t, b, sf)
 	if n := fileSize(t, sf, newest(fs)); n > 200 {
 		t.Fatalf("delta after appending %d bytes to a value of %d is %d bytes", len(row), len(big), n)
 	}
@@ -65,7 +66,7 @@ func TestMemoryIncrementalDeltaOfAppend(t *testing.T) {
 	cur, _ = v.Get(1)
 	v.Put(1, sides{L: append(cur.L, "another"...), R: cur.R})
 	v.Put(2, sides{R: []byte("y")})
-	fs = persistFiles(t, b, sf)
+	fs = statetest.PersistFiles(t, b, sf)
 	want := sides{L: append(slices.Clone(big), "one more rowanother"...), R: []byte("r")}
 
 	r := newIncremental(t, 1<<30)
@@ -211,7 +212,7 @@ func TestMemoryIncrementalSpliceChain(t *testing.T) {
 	m := sidesModel{}
 	for round := range 50 {
 		mutateSides(rnd, v, m, 40, keysIn(full))
-		fs := persistFiles(t, b, sf)
+		fs := statetest.PersistFiles(t, b, sf)
 		r, _, got := restoredSides(t, []*state.FileState{fs}, sf, full)
 		r.Close()
 		if got.String() != m.String() {
@@ -229,7 +230,7 @@ func TestMemoryIncrementalSpliceChain(t *testing.T) {
 				m2 := m.only(h)
 				for range 3 {
 					mutateSides(rnd, rv, m2, 30, keysIn(h))
-					fs2 := persistFiles(t, r, sf)
+					fs2 := statetest.PersistFiles(t, r, sf)
 					r3, _, got := restoredSides(t, []*state.FileState{fs2}, sf, h)
 					r3.Close()
 					if got.String() != m2.String() {

@@ -301,19 +301,6 @@ func expire(m incModel, written map[string]int64, now int64) {
 	}
 }
 
-func persistFiles(t *testing.T, b state.Backend, sf state.SharedFiles) *state.FileState {
-	t.Helper()
-	c, err := b.Capture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := c.(state.FileCaptured).PersistFiles(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
-}
-
 // TestMemoryIncrementalRestoresEveryCheckpoint checkpoints a backend many
 // times with writes, overwrites, deletes and TTL expiry in between, with
 // new bases materialized along the way, and restores every checkpoint into
@@ -335,7 +322,7 @@ func TestMemoryIncrementalRestoresEveryCheckpoint(t *testing.T) {
 		f.mutate(rnd, now, written, m, 150)
 		now += int64(rnd.IntN(40))
 		expire(m, written, now)
-		fs := persistFiles(t, f.b, sf)
+		fs := statetest.PersistFiles(t, f.b, sf)
 		for _, n := range fs.Shared {
 			if strings.HasSuffix(n, ".base") {
 				bases[n] = true
@@ -360,7 +347,7 @@ func TestMemoryIncrementalRestoresEveryCheckpoint(t *testing.T) {
 			}
 			w2 := cloneMap(written)
 			r.mutate(rnd, now, w2, r2m, 50)
-			fs2 := persistFiles(t, r.b, sf)
+			fs2 := statetest.PersistFiles(t, r.b, sf)
 			r3 := openIncFixture(t, full, clock, 2048)
 			if err := r3.b.RestoreFiles([]*state.FileState{fs2}, sf); err != nil {
 				t.Fatal(err)
@@ -444,7 +431,7 @@ func TestMemoryIncrementalRescale(t *testing.T) {
 	var first *state.FileState
 	for range 5 {
 		src.mutate(rnd, now, written, m, 200)
-		first = persistFiles(t, src.b, sf)
+		first = statetest.PersistFiles(t, src.b, sf)
 	}
 	// The two old subtasks start from src's chain and go on alone.
 	var olds []*incFixture
@@ -463,7 +450,7 @@ func TestMemoryIncrementalRescale(t *testing.T) {
 		for i, o := range olds {
 			rng := state.RangeForSubtask(i, incMaxP, 2)
 			syncFixture(o, m.only(rng), rng)
-			snaps[i] = persistFiles(t, o.b, sf)
+			snaps[i] = statetest.PersistFiles(t, o.b, sf)
 		}
 	}
 	for _, p := range []int{3, 1} {
@@ -486,7 +473,7 @@ func TestMemoryIncrementalRescale(t *testing.T) {
 					break
 				}
 			}
-			fs := persistFiles(t, r.b, sf)
+			fs := statetest.PersistFiles(t, r.b, sf)
 			r2 := openIncFixture(t, rng, clock, 1500)
 			if err := r2.b.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
 				t.Fatal(err)
@@ -514,7 +501,7 @@ func TestMemoryIncrementalDiscardedCapture(t *testing.T) {
 	for k := range incKeys {
 		f.value.Put(fmt.Sprint("v", k), int64(k))
 	}
-	persistFiles(t, f.b, sf)
+	statetest.PersistFiles(t, f.b, sf)
 	want := f.read(full)
 
 	// Changed before a capture that is discarded...
@@ -543,7 +530,7 @@ func TestMemoryIncrementalDiscardedCapture(t *testing.T) {
 	}
 	f.value.Put("v1", 101)
 	want.value["v1"] = 101
-	fs := persistFiles(t, f.b, sf)
+	fs := statetest.PersistFiles(t, f.b, sf)
 
 	r := openIncFixture(t, full, clock, 1<<20)
 	defer r.b.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/clinkstream/clink/sql/planner"
 	"github.com/clinkstream/clink/sql/types"
 	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 func distinctAggs(t testing.TB) []planner.AggCall {
@@ -158,7 +159,7 @@ func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
 		seen := map[string]bool{}
 		checkpoint := func() int64 {
 			t.Helper()
-			fs := persistState(t, b, sf)
+			fs := statetest.PersistFiles(t, b, sf)
 			var n int64
 			for _, name := range fs.Shared {
 				if seen[name] {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/clinkstream/clink/sql/types"
 	"github.com/clinkstream/clink/state"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 // testShared is a state.SharedWriter over a directory.
@@ -40,21 +41,6 @@ func (s testShared) Write(name string, write func(io.Writer) error) error {
 
 func (s testShared) WriteUnpinned(name string, write func(io.Writer) error) error {
 	return s.Write(name, write)
-}
-
-// persistState checkpoints b's state into sf as an incremental
-// checkpoint does, and returns its manifest.
-func persistState(t *testing.T, b state.Backend, sf state.SharedFiles) *state.FileState {
-	t.Helper()
-	c, err := b.Capture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := c.(state.FileCaptured).PersistFiles(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
 }
 
 // lastFileSize returns the size of the last file of a checkpoint's chain.
@@ -106,7 +92,7 @@ func TestJoinStateDeltaHoldsAppendedRows(t *testing.T) {
 			st.Right = appendJoinRec(st.Right, 0, int64(round), row)
 		}
 		v.Put(7, st)
-		fs = persistState(t, b, sf)
+		fs = statetest.PersistFiles(t, b, sf)
 		if round > 0 {
 			deltas += lastFileSize(t, sf, fs)
 		}
@@ -162,7 +148,7 @@ func TestJoinStateDeltaCutsExpiredRows(t *testing.T) {
 		}
 		st.Left = kept
 		v.Put(7, st)
-		fs = persistState(t, b, sf)
+		fs = statetest.PersistFiles(t, b, sf)
 		if round > 0 {
 			deltas += lastFileSize(t, sf, fs)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clinkstream/clink/state"
 	"github.com/clinkstream/clink/state/pebble"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 var (
@@ -138,7 +139,7 @@ func BenchmarkPebbleIncrementalCheckpoint(b *testing.B) {
 		sf := newDirShared(b)
 		v := loadValues(b, be, n)
 		settle(b, be)
-		persistFiles(b, be, sf)
+		statetest.PersistFiles(b, be, sf)
 		_, before := sf.counts()
 		fullBytes += before
 		r := rand.New(rand.NewPCG(uint64(i), 9))

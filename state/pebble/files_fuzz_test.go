@@ -6,6 +6,7 @@ import (
 
 	"github.com/clinkstream/clink/state"
 	"github.com/clinkstream/clink/state/pebble"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 // FuzzRestoreFiles restores a persisted checkpoint whose inline part (the
@@ -22,7 +23,7 @@ func FuzzRestoreFiles(f *testing.F) {
 	for i := range 8 {
 		fx.write(i, int64(i))
 	}
-	good := persistFiles(f, b, sf)
+	good := statetest.PersistFiles(f, b, sf)
 	for i, n := range good.Named {
 		f.Add(uint8(i), n.Name, n.Data, uint8(len(good.Shared)))
 	}

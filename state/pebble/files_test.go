@@ -14,6 +14,7 @@ import (
 
 	"github.com/clinkstream/clink/state"
 	"github.com/clinkstream/clink/state/pebble"
+	"github.com/clinkstream/clink/state/statetest"
 )
 
 // dirShared is a state.SharedFiles over a directory that counts what is
@@ -97,20 +98,6 @@ func openBackend(t testing.TB, opts pebble.Options, r state.KeyGroupRange, maxP 
 		}
 	})
 	return b
-}
-
-// persistFiles captures b and persists the capture into sf.
-func persistFiles(t testing.TB, b state.Backend, sf state.SharedFiles) *state.FileState {
-	t.Helper()
-	c, err := b.Capture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := c.(state.FileCaptured).PersistFiles(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fs
 }
 
 // fixture is one state of most kinds on a backend.
@@ -235,7 +222,7 @@ func TestFilesRoundTrip(t *testing.T) {
 	diffDumps(t, "restored", rf.dump(n), want)
 
 	// Unchanged, the restored state checkpoints without uploading.
-	fs2 := persistFiles(t, r, sf)
+	fs2 := statetest.PersistFiles(t, r, sf)
 	if p, _ := sf.counts(); p != puts {
 		t.Errorf("a checkpoint of the unchanged restored state put %d files", p-puts)
 	}
@@ -244,7 +231,7 @@ func TestFilesRoundTrip(t *testing.T) {
 	}
 	// Changed, it uploads its new files, under names not taken before.
 	rf.write(1, 1234)
-	fs3 := persistFiles(t, r, sf)
+	fs3 := statetest.PersistFiles(t, r, sf)
 	var added []string
 	for _, s := range fs3.Shared {
 		if !slices.Contains(fs.Shared, s) {
@@ -282,7 +269,7 @@ func TestIncrementalCheckpointUploadsChanges(t *testing.T) {
 	for i := range n {
 		v.Put(int64(i), int64(i))
 	}
-	fs1 := persistFiles(t, b, sf)
+	fs1 := statetest.PersistFiles(t, b, sf)
 	_, full := sf.counts()
 	r := rand.New(rand.NewPCG(1, 2))
 	for range n / 100 {
@@ -290,7 +277,7 @@ func TestIncrementalCheckpointUploadsChanges(t *testing.T) {
 		c, _ := v.Get(k)
 		v.Put(k, c+1)
 	}
-	fs2 := persistFiles(t, b, sf)
+	fs2 := statetest.PersistFiles(t, b, sf)
 	_, total := sf.counts()
 	incr := total - full
 	t.Logf("%d keys: full checkpoint uploaded %d bytes in %d files (+%d inline); after 1%% changed: %d bytes (+%d inline), %.2f%%",
@@ -322,7 +309,7 @@ func TestRescaleFiles(t *testing.T) {
 		f.write(i, int64(i))
 	}
 	want := f.dump(n)
-	whole := persistFiles(t, f.b, sf)
+	whole := statetest.PersistFiles(t, f.b, sf)
 
 	var parts []*state.FileState
 	union := map[string]string{}
@@ -347,7 +334,7 @@ func TestRescaleFiles(t *testing.T) {
 				want[fmt.Sprint("value/", i)] = fmt.Sprint(-i)
 			}
 		}
-		parts = append(parts, persistFiles(t, b, sf))
+		parts = append(parts, statetest.PersistFiles(t, b, sf))
 	}
 	diffDumps(t, "union of 3 subtasks", union, f.dump(n))
 
@@ -389,7 +376,7 @@ func TestTTLThroughFiles(t *testing.T) {
 		f.write(i, 2)
 	}
 	now = t0 + 100 // 0..9 expire, unread
-	fs := persistFiles(t, f.b, sf)
+	fs := statetest.PersistFiles(t, f.b, sf)
 
 	now = t0 + 60
 	r := newFixture(t, openBackend(t, testOptions(t), full(maxP), maxP), opts...)
@@ -430,7 +417,7 @@ func TestTimersThroughFiles(t *testing.T) {
 	for k := range int64(50) {
 		tm.Register(state.EventTime, k, 1000-k)
 	}
-	fs := persistFiles(t, b, sf)
+	fs := statetest.PersistFiles(t, b, sf)
 	var fired []int64
 	for sub := range 2 {
 		r := openBackend(t, testOptions(t), state.RangeForSubtask(sub, maxP, 2), maxP)
@@ -525,7 +512,7 @@ func TestRestoreFilesRefusesBadStates(t *testing.T) {
 	sf := newDirShared(t)
 	f := newFixture(t, openBackend(t, testOptions(t), full(maxP), maxP))
 	f.write(1, 1)
-	good := persistFiles(t, f.b, sf)
+	good := statetest.PersistFiles(t, f.b, sf)
 	clone := func() *state.FileState {
 		c := &state.FileState{Shared: slices.Clone(good.Shared), Named: slices.Clone(good.Named)}
 		return c
