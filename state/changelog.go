@@ -40,15 +40,18 @@ type kgChanges[K comparable, V any] struct {
 	deleted []K
 	// dup: a key was deleted, so keys may hold it twice.
 	dup bool
-	// inserted counts the keys inserted in the interval (not in the table
-	// when it began, or deleted since): of the keys listed, the others
-	// were written before (see cowTable.appends). churned counts the
-	// deletions of keys listed already, inserted or written in the
-	// interval and gone again. removed counts the deletions of keys
-	// written before the interval: like an insert, a deletion a delta
-	// writes ahead of the checkpoint is written once.
-	inserted, churned, removed int
+	changeCounts
 }
+
+// changeCounts count what a change list's keys are (see
+// cowTable.appends). inserted counts the keys inserted in the interval
+// (not in the table when it began, or deleted since): of the keys
+// listed, the others were written before. churned counts the deletions of
+// keys listed already, inserted or written in the interval and gone
+// again. removed counts the deletions of keys written before the
+// interval: like an insert, a deletion a delta writes ahead of the
+// checkpoint is written once.
+type changeCounts struct{ inserted, churned, removed int }
 
 // writtenOnce returns how many of the keys listed a delta written ahead of
 // the checkpoint writes once (inserted, or deleted after a value written
@@ -130,7 +133,7 @@ func (c *kgChanges[K, V]) move(i, j int, old *kgChanges[K, V]) {
 
 // take returns the changes listed so far and starts a new list.
 func (c *kgChanges[K, V]) take() *kgChanges[K, V] {
-	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, inserted: c.inserted, churned: c.churned, removed: c.removed}
+	out := &kgChanges[K, V]{keys: c.keys, olds: c.olds, withOlds: c.withOlds, deleted: c.deleted, dup: c.dup, changeCounts: c.changeCounts}
 	c.reset()
 	return out
 }
@@ -140,7 +143,7 @@ func (c *kgChanges[K, V]) reset() {
 	if len(c.keys) > 0 {
 		clear(c.listed)
 	}
-	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned, c.removed = nil, nil, nil, false, 0, 0, 0
+	c.keys, c.olds, c.deleted, c.dup, c.changeCounts = nil, nil, nil, false, changeCounts{}
 }
 
 // restart starts a new list in the arrays of this one, which nothing else
@@ -152,7 +155,7 @@ func (c *kgChanges[K, V]) restart() {
 	clear(c.keys)
 	clear(c.olds)
 	clear(c.deleted)
-	c.keys, c.olds, c.deleted, c.dup, c.inserted, c.churned, c.removed = c.keys[:0], c.olds[:0], c.deleted[:0], false, 0, 0, 0
+	c.keys, c.olds, c.deleted, c.dup, c.changeCounts = c.keys[:0], c.olds[:0], c.deleted[:0], false, changeCounts{}
 }
 
 // growChanges gives s, whose arrays grow to c slots, a change list of that
@@ -160,7 +163,7 @@ func (c *kgChanges[K, V]) restart() {
 func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {
 	n := &kgChanges[K, V]{listed: make([]uint64, (c+63)/64), withOlds: t.diff != nil}
 	if s.changes != nil {
-		n.keys, n.olds, n.deleted, n.dup, n.inserted, n.churned, n.removed = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.inserted, s.changes.churned, s.changes.removed
+		n.keys, n.olds, n.deleted, n.dup, n.changeCounts = s.changes.keys, s.changes.olds, s.changes.deleted, s.changes.dup, s.changes.changeCounts
 	}
 	s.changes = n
 }

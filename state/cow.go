@@ -168,11 +168,11 @@ type cowTable[K comparable, V any] struct {
 	// edits and whole (see diffStats); the snapshot worker and preemptive
 	// persists add to them.
 	spliced, rewritten atomic.Int64
-	// inserted and rewrote count, over the captures of changes, the keys
-	// they listed that a delta writes once (inserted in their interval, or
+	// once and again count, over the captures of changes, the keys they
+	// listed that a delta writes once (inserted in their interval, or
 	// deleted in it after a value written before) and the others (see
 	// appends); only the task goroutine adds to them.
-	inserted, rewrote atomic.Int64
+	once, again atomic.Int64
 	// born counts the keys inserted, over the captures of changes;
 	// bornAtCheckpoint is born at the last checkpoint's capture and
 	// bornPerCheckpoint how many the interval before it inserted (see

@@ -183,8 +183,8 @@ func (t *cowTable[K, V]) captureChanges() FrozenTable {
 		}
 		d.groups[g] = t.copyChanged(s, c, now)
 		once, again := c.writtenOnce()
-		t.inserted.Add(once)
-		t.rewrote.Add(again)
+		t.once.Add(once)
+		t.again.Add(again)
 		t.born += int64(c.inserted)
 		c.restart()
 	}

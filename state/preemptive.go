@@ -85,7 +85,7 @@ func (t *cowTable[K, V]) appends() bool {
 	}
 	if t.diff == nil {
 		// The captures so far, and the interval since the last one.
-		i, r := t.inserted.Load(), t.rewrote.Load()
+		i, r := t.once.Load(), t.again.Load()
 		for g := range t.shards {
 			if c := t.shards[g].changes; c != nil {
 				once, again := c.writtenOnce()

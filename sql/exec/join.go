@@ -376,14 +376,16 @@ func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinSt
 		// Appending writes past the end of the slice the state holds,
 		// which a checkpoint may be encoding, and never into it. A row
 		// that no row still to come can meet is not kept.
-		if ret := j.retention(left); ret == nil {
-			mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
-		} else if exp, ok := expiry(r.Values[ret.Col], ret.AfterMs); ok && exp > ctx.CurrentWatermark() {
-			if len(mineRows) == 0 {
+		keep := true
+		if ret := j.retention(left); ret != nil {
+			exp, ok := expiry(r.Values[ret.Col], ret.AfterMs)
+			if keep = ok && exp > ctx.CurrentWatermark(); keep && len(mineRows) == 0 {
 				// The key's first row sets its timer; rows after it go
 				// when it fires or later (see expire).
 				ctx.RegisterEventTimeTimer(exp)
 			}
+		}
+		if keep {
 			mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
 		}
 	} else {

@@ -797,19 +797,10 @@ func windowJoin(spec JoinSpec) (*WindowJoin, bool) {
 	return w, true
 }
 
-// timeRef is a rowtime column of one side plus a constant offset.
-type timeRef struct {
-	side int
-	ms   int64
-}
-
 // timeOffset reads e as `rowtime [+|- INTERVAL ...]` of one side.
-func (p *Planner) timeOffset(e ast.Expr, scope expr.Tables, nl int, times [2]int) (timeRef, bool) {
+func (p *Planner) timeOffset(e ast.Expr, scope expr.Tables, nl int, times [2]int) (colRef, bool) {
 	c, ok := p.colOffset(e, scope, nl)
-	if !ok || c.col != times[c.side] {
-		return timeRef{}, false
-	}
-	return timeRef{side: c.side, ms: c.ms}, true
+	return c, ok && c.col == times[c.side]
 }
 
 // intervalJoin plans spec as an IntervalJoin when both inputs are
