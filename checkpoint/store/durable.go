@@ -196,7 +196,14 @@ func copyFileDurable(fs vfs.FS, path, tmpBase, src string, fsync bool) (dirErr, 
 				}
 				return f, nil
 			}
-			return writeDurable(fs, path, tmp, create, fsync)
+			dirErr, err := writeDurable(fs, path, tmp, create, fsync)
+			if err == nil {
+				// Renaming a link onto another link of the same inode (a
+				// concurrent Put of the same file won) does nothing and
+				// leaves tmp; the name is ours alone, so drop it.
+				_ = fs.Remove(tmp)
+			}
+			return dirErr, err
 		}
 		// Another filesystem, or links are not supported: copy.
 	}

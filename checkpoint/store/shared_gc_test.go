@@ -367,6 +367,31 @@ func TestSharedPutLinksOrStreams(t *testing.T) {
 	}
 }
 
+// TestSharedPutRacingLinksLeaveNoTemp: two Puts of one name from one
+// local file both hard-link it; the second rename joins two links of the
+// same inode, which the operating system does as a no-op. The loser's temp
+// file must not stay behind in shared/ (retention would not sweep it while
+// the Store runs).
+func TestSharedPutRacingLinksLeaveNoTemp(t *testing.T) {
+	r := newSharedRig(t, 2)
+	sh := r.st.SharedFor(1)
+	if err := sh.ensureDir(); err != nil {
+		t.Fatal(err)
+	}
+	dst, err := sh.path("f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The interleaving of two Puts that both found no file: each links its
+	// own temp and renames it.
+	for i := range 2 {
+		if _, err := copyFileDurable(r.st.fs, dst, fmt.Sprintf(".f.%d.part", i), r.local, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.want("f")
+}
+
 // TestCrashSharedPut crash-clones the filesystem at every operation of a
 // Put: the shared file is absent or whole, never partial, and present in
 // every clone once Put returned.
