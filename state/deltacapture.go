@@ -136,14 +136,16 @@ func grown[K comparable, V any](n int, ttl, olds bool) changeList[K, V] {
 	return l
 }
 
-// eachWhole calls fn with every live entry of l.whole.
+// eachWhole calls fn with every live entry of l.whole; fn must not keep
+// the pointer.
 func (l *changeList[K, V]) eachWhole(t *cowTable[K, V], fn func(*changedEntry[K, V])) {
 	s := l.whole
+	var e changedEntry[K, V] // one for all the calls, as in eachChanged
 	for i := range s.slots {
 		if !s.isUsed(i) {
 			continue
 		}
-		e := changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
+		e = changedEntry[K, V]{k: s.slots[i].k, v: s.slots[i].v, present: true}
 		if t.ttl > 0 {
 			if e.w = s.written[i]; l.now-e.w >= t.ttl {
 				continue
@@ -153,14 +155,16 @@ func (l *changeList[K, V]) eachWhole(t *cowTable[K, V], fn func(*changedEntry[K,
 	}
 }
 
-// each calls fn with every entry of the list, those of whole too.
+// each calls fn with every entry of the list, those of whole too; fn
+// must not keep the pointer.
 func (l *changeList[K, V]) each(t *cowTable[K, V], fn func(*changedEntry[K, V])) {
 	if l.whole != nil {
 		l.eachWhole(t, fn)
 		return
 	}
+	var e changedEntry[K, V] // one for all the calls, as in eachChanged
 	for i := range l.keys {
-		e := l.at(i)
+		e = l.at(i)
 		fn(&e)
 	}
 }
@@ -321,7 +325,8 @@ func (f *frozenCow[K, V]) changedEntries(g int, buf []byte) (changeList[K, V], [
 }
 
 // eachChanged calls fn with each entry of shard g that f's change list
-// names, as of f's capture, each key once, looked up with the buffer buf.
+// names, as of f's capture, each key once, looked up with the buffer buf;
+// fn must not keep the pointer.
 func (f *frozenCow[K, V]) eachChanged(g int, buf []byte, fn func(*changedEntry[K, V])) []byte {
 	t := f.t
 	s := &f.shards[g]
@@ -330,11 +335,14 @@ func (f *frozenCow[K, V]) eachChanged(g int, buf []byte, fn func(*changedEntry[K
 		return buf
 	}
 	seen := newKeySet(t, c)
+	// One entry for all the calls (fn keeps no pointer to it): a new one
+	// per key would escape, an allocation per entry.
+	var e changedEntry[K, V]
 	for j, k := range c.keys {
 		if !seen.first(k) {
 			continue
 		}
-		e := changedEntry[K, V]{k: k}
+		e = changedEntry[K, V]{k: k}
 		if c.withOlds {
 			e.old = c.olds[j]
 		}
