@@ -43,9 +43,11 @@ type benchOptions struct {
 	duration           time.Duration
 	eventsSet          bool     // --events was given
 	sets               []string // --set key=value: SET statements ahead of the query
+	checkpointMode     string   // --checkpoint-mode, parsed into mode by validate
+	modeSet            bool     // --checkpoint-mode was given
 
-	// mode and slow are set per run by --backpressure: the checkpoint
-	// mode, and the sink that replaces the query's.
+	// mode is --checkpoint-mode's; --backpressure sets it per run, and
+	// slow, the sink that replaces the query's.
 	mode clinkapi.CheckpointMode
 	slow *slowSink
 }
@@ -80,6 +82,8 @@ the JSON object). --cpuprofile and --trace write a CPU profile and an
 execution trace of the run.
 --checkpoint-interval 0 runs the job without checkpoints (no directory, no
 snapshots, not even a final one), to measure what checkpointing costs.
+--checkpoint-mode aligned|unaligned|adaptive chooses the barriers, as for
+clink sql (default aligned).
 
 --query gen runs the generator alone into a sink that discards the events.
 --query qN runs clink's copy of Nexmark query N (examples/nexmark: the source
@@ -107,6 +111,7 @@ to blackhole tables and produce no updates.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.eventsSet = cmd.Flags().Changed("events")
+			o.modeSet = cmd.Flags().Changed("checkpoint-mode")
 			if err := o.validate(); err != nil {
 				return err
 			}
@@ -133,6 +138,7 @@ to blackhole tables and produce no updates.`,
 	f.Int64Var(&o.events, "events", 10_000_000, "number of events to generate")
 	f.IntVar(&o.parallelism, "parallelism", 1, "parallelism of the job")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "time between checkpoints (into a temporary directory); 0 runs without checkpoints")
+	f.StringVar(&o.checkpointMode, "checkpoint-mode", "aligned", "checkpoint mode: aligned, unaligned or adaptive (as clink sql's)")
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of text")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (go tool pprof) to this file")
 	f.StringVar(&o.trace, "trace", "", "write an execution trace of the run (go tool trace) to this file")
@@ -142,6 +148,10 @@ to blackhole tables and produce no updates.`,
 	f.StringArrayVar(&o.sets, "set", nil, "key=value: run SET 'key' = 'value' ahead of the query, e.g. --set taskmanager.network.memory.buffer-debloat.target=200ms (repeatable)")
 	return cmd
 }
+
+// checkpointModeKeys are the SET keys that choose the checkpoint mode: a
+// --set of one would override the modes --backpressure compares.
+var checkpointModeKeys = []string{"clink.checkpointing.mode", "execution.checkpointing.unaligned", "execution.checkpointing.unaligned.enabled"}
 
 func (o *benchOptions) validate() error {
 	if o.events < 1 {
@@ -159,9 +169,21 @@ func (o *benchOptions) validate() error {
 	if o.checkpointInterval == 0 && o.killAfter != 0 {
 		return errors.New("--checkpoint-interval 0 cannot be combined with --kill-after, which restores a checkpoint")
 	}
+	mode, err := clinkapi.ParseCheckpointMode(o.checkpointMode)
+	if err != nil {
+		return fmt.Errorf("--checkpoint-mode must be aligned, unaligned or adaptive, got %q", o.checkpointMode)
+	}
+	o.mode = mode
+	if o.backpressure && o.modeSet {
+		return errors.New("--checkpoint-mode cannot be combined with --backpressure, which runs aligned and then unaligned checkpoints")
+	}
 	for _, kv := range o.sets {
-		if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || strings.TrimSpace(k) == "" {
 			return fmt.Errorf("--set %q: want key=value", kv)
+		}
+		if o.backpressure && slices.Contains(checkpointModeKeys, strings.TrimSpace(k)) {
+			return fmt.Errorf("--set %q cannot be combined with --backpressure, which runs aligned and then unaligned checkpoints", kv)
 		}
 	}
 	if o.duration < 0 || o.duration > 0 && !o.backpressure {

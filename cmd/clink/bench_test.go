@@ -5,6 +5,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	clinkapi "github.com/clinkstream/clink"
 )
 
 func TestBenchNexmarkFlagErrors(t *testing.T) {
@@ -25,6 +28,7 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--trace", "trace.out"}, "--trace cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--set", "no-value"}, `--set "no-value": want key=value`},
+		{[]string{"bench", "nexmark", "--checkpoint-mode", "fast"}, `--checkpoint-mode must be aligned, unaligned or adaptive, got "fast"`},
 		// A --set runs as the script's SET, with its error.
 		{[]string{"bench", "nexmark", "--query", "q1", "--events", "10", "--set", "taskmanager.network.memory.buffer-debloat.target=soon"}, "SET 'taskmanager.network.memory.buffer-debloat.target': want a positive duration"},
 		{[]string{"bench", "nexmark", "--query", "q1", "--events", "10", "--set", "table.local-time-zone=Mars/Base's"}, "SET 'table.local-time-zone': want a time zone name such as 'UTC' or 'Europe/Berlin', got 'Mars/Base's'"},
@@ -85,8 +89,13 @@ func TestMain(m *testing.M) {
 }
 
 func TestBenchNexmarkKillAfter(t *testing.T) {
+	// q17's processes take unaligned checkpoints: the mode reaches both.
 	for _, q := range []string{"q1", "q17"} {
-		code, out, errs := clink(t, "bench", "nexmark", "--query", q, "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--json")
+		args := []string{"bench", "nexmark", "--query", q, "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--json"}
+		if q == "q17" {
+			args = append(args, "--checkpoint-mode", "unaligned")
+		}
+		code, out, errs := clink(t, args...)
 		if code != 0 {
 			t.Fatalf("%s: exit %d, stderr %q", q, code, errs)
 		}
@@ -211,6 +220,8 @@ func TestBenchNexmarkBackpressureErrors(t *testing.T) {
 		{[]string{"--backpressure", "--trace", "trace.out"}, "--trace cannot be combined with --backpressure"},
 		{[]string{"--backpressure", "--events", "1000"}, "--events cannot be combined with --backpressure, which runs for --duration"},
 		{[]string{"--duration", "1s"}, "--duration needs --backpressure and must be positive, got 1s"},
+		{[]string{"--backpressure", "--checkpoint-mode", "aligned"}, "--checkpoint-mode cannot be combined with --backpressure, which runs aligned and then unaligned checkpoints"},
+		{[]string{"--backpressure", "--set", "execution.checkpointing.unaligned=true"}, `--set "execution.checkpointing.unaligned=true" cannot be combined with --backpressure`},
 		{[]string{"--backpressure", "--duration", "-1s"}, "--duration needs --backpressure and must be positive, got -1s"},
 		{[]string{"--backpressure", "--query", "q10"}, "--backpressure replaces the query's blackhole sinks, and Nexmark q10 writes to none"},
 		{[]string{"--backpressure", "--query", "q17"}, "--backpressure needs a query without updates: Nexmark q17 writes update changes into nexmark_q17"},
@@ -243,6 +254,20 @@ func checkSlowest(t *testing.T, what string, got map[string]any, out string) {
 		last, longest := s[part].(float64), s["max_"+part].(float64)
 		if last < 0 || longest < last || longest > s["duration_ms"].(float64) {
 			t.Errorf("%s: %s %v, longest %v, in a checkpoint of %v ms: %s", what, part, last, longest, s["duration_ms"], out)
+		}
+	}
+}
+
+// TestBenchOptionsCheckpointMode: --checkpoint-mode chooses the mode the
+// run's job gets (queryJob and genJob pass o.mode on).
+func TestBenchOptionsCheckpointMode(t *testing.T) {
+	for in, want := range map[string]clinkapi.CheckpointMode{"aligned": clinkapi.Aligned, "unaligned": clinkapi.Unaligned, "adaptive": clinkapi.Adaptive} {
+		o := benchOptions{query: "q1", events: 10, parallelism: 1, checkpointInterval: time.Second, checkpointMode: in}
+		if err := o.validate(); err != nil {
+			t.Fatalf("%s: %v", in, err)
+		}
+		if o.mode != want {
+			t.Errorf("--checkpoint-mode %s: mode %v, want %v", in, o.mode, want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	clinkapi "github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/metrics"
 )
 
@@ -42,6 +43,11 @@ func newBenchChildCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			mode, err := clinkapi.ParseCheckpointMode(o.checkpointMode)
+			if err != nil {
+				return err
+			}
+			o.mode = mode
 			return runBenchChild(cmd.Context(), o, dir, cmd.OutOrStdout())
 		},
 	}
@@ -50,6 +56,7 @@ func newBenchChildCmd() *cobra.Command {
 	f.Int64Var(&o.events, "events", 0, "")
 	f.IntVar(&o.parallelism, "parallelism", 1, "")
 	f.DurationVar(&o.checkpointInterval, "checkpoint-interval", time.Second, "")
+	f.StringVar(&o.checkpointMode, "checkpoint-mode", "aligned", "")
 	f.StringVar(&o.restore, "restore", "", "")
 	f.StringArrayVar(&o.sets, "set", nil, "")
 	f.StringVar(&dir, "dir", "", "")
@@ -127,7 +134,8 @@ func startBenchChild(o benchOptions, dir, restore string) (*benchChild, error) {
 		return nil, fmt.Errorf("finding the clink binary to run the job in: %w", err)
 	}
 	args := []string{"bench", "nexmark-child", "--query", o.query, "--events", strconv.FormatInt(o.events, 10),
-		"--parallelism", strconv.Itoa(o.parallelism), "--checkpoint-interval", o.checkpointInterval.String(), "--dir", dir}
+		"--parallelism", strconv.Itoa(o.parallelism), "--checkpoint-interval", o.checkpointInterval.String(),
+		"--checkpoint-mode", o.mode.String(), "--dir", dir}
 	if restore != "" {
 		args = append(args, "--restore", restore)
 	}
