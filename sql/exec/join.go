@@ -376,17 +376,19 @@ func processJoin[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinSt
 		// Appending writes past the end of the slice the state holds,
 		// which a checkpoint may be encoding, and never into it. A row
 		// that no row still to come can meet is not kept.
-		keep := true
+		keep, exp := true, int64(0)
 		if ret := j.retention(left); ret != nil {
-			exp, ok := expiry(r.Values[ret.Col], ret.AfterMs)
+			var ok bool
+			exp, ok = expiry(r.Values[ret.Col], ret.AfterMs)
 			if keep = ok && exp > ctx.CurrentWatermark(); keep && len(mineRows) == 0 {
 				// The key's first row sets its timer; rows after it go
 				// when it fires or later (see expire).
 				ctx.RegisterEventTimeTimer(exp)
 			}
+			flags |= joinExpires
 		}
 		if keep {
-			mineRows = appendJoinRec(mineRows, flags, n, sc.enc)
+			mineRows = appendJoinRecExpiring(mineRows, flags, exp, n, sc.enc)
 		}
 	} else {
 		keep := j.keepL
@@ -538,11 +540,12 @@ func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState])
 		if ret == nil || len(*rows) == 0 {
 			continue
 		}
-		// Only the columns up to the retention's are decoded.
-		tmp := make([]types.Value, ret.Col+1)
-		kept, dropped, err := rows.retained(tmp, func(row []types.Value) bool {
-			e, ok := expiry(row[ret.Col], ret.AfterMs)
-			if !ok || e <= wm {
+		// A record says when it expires; one written before records did
+		// is decoded up to the retention's column.
+		kept, dropped, err := rows.retained(ret.Col+1, func(row []types.Value) (int64, bool) {
+			return expiry(row[ret.Col], ret.AfterMs)
+		}, func(e int64) bool {
+			if e <= wm {
 				return false
 			}
 			next, has = min(next, e), true

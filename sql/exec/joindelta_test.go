@@ -128,7 +128,6 @@ func TestJoinStateDeltaCutsExpiredRows(t *testing.T) {
 	right := appendJoinRec(nil, 0, 0, types.AppendValues(nil, []types.Value{types.Int64(-1)}))
 	var fs *state.FileState
 	var deltas, appended int64
-	tmp := make([]types.Value, 1)
 	const rounds = 40
 	for round := range rounds + 1 {
 		st, _ := v.Get(7)
@@ -142,7 +141,8 @@ func TestJoinStateDeltaCutsExpiredRows(t *testing.T) {
 		}
 		// The rows of the rounds before the last four go (all of them
 		// after the last round).
-		kept, _, err := st.Left.retained(tmp, func(r []types.Value) bool { return r[0].Int64() > int64(round)-4 && round < rounds })
+		kept, _, err := st.Left.retained(1, func(r []types.Value) (int64, bool) { return r[0].Int64(), true },
+			func(e int64) bool { return e > int64(round)-4 && round < rounds })
 		if err != nil {
 			t.Fatal(err)
 		}

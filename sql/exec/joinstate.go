@@ -20,7 +20,10 @@ type joinState struct {
 // one after the other in arrival order. A record is
 //
 //	flags    1 byte: joinNullKey for a row whose key has a NULL that
-//	         equals nothing (such a row meets no other)
+//	         equals nothing (such a row meets no other); joinExpires for
+//	         a record that says when its row expires
+//	expires  varint, with joinExpires only: the watermark at which no row
+//	         still to come can meet this one (see planner.JoinRetention)
 //	assoc    uvarint: the other side's rows it joins with; kept up to date
 //	         for a side whose unmatched rows are padded (an outer side)
 //	length   uvarint: the length of the row's encoding
@@ -36,21 +39,27 @@ type joinRows []byte
 
 const (
 	joinNullKey byte = 1 << 0
+	// joinExpires marks a record of a side with a retention: its expiry
+	// follows the flags, so that dropping the rows that expired reads no
+	// row. (Records written before it have none; their rows are read.)
+	joinExpires byte = 1 << 1
 	// joinFlags are the flags a record may carry.
-	joinFlags = joinNullKey
+	joinFlags = joinNullKey | joinExpires
 )
 
 // errJoinState is wrapped by the errors of a join state that does not
 // decode.
 var errJoinState = errors.New("corrupt join state")
 
-// joinRec is one record of a joinRows: its flags, its association count,
-// its row's encoding, and where it ends in the joinRows.
+// joinRec is one record of a joinRows: its flags, its expiry (with
+// joinExpires), its association count, its row's encoding, and where it
+// ends in the joinRows.
 type joinRec struct {
-	flags byte
-	assoc int64
-	row   []byte
-	end   int
+	flags   byte
+	expires int64
+	assoc   int64
+	row     []byte
+	end     int
 }
 
 // rec decodes the record at off.
@@ -60,6 +69,14 @@ func (rs joinRows) rec(off int) (joinRec, error) {
 	}
 	r := joinRec{flags: rs[off]}
 	p := off + 1
+	if r.flags&joinExpires != 0 {
+		e, n := binary.Varint(rs[p:])
+		if n <= 0 {
+			return joinRec{}, fmt.Errorf("%w: bad expiry at byte %d", errJoinState, p)
+		}
+		r.expires = e
+		p += n
+	}
 	assoc, n := binary.Uvarint(rs[p:])
 	if n <= 0 || assoc > 1<<62 {
 		return joinRec{}, fmt.Errorf("%w: bad association count at byte %d", errJoinState, p)
@@ -74,10 +91,19 @@ func (rs joinRows) rec(off int) (joinRec, error) {
 	return r, nil
 }
 
-// appendJoinRec appends a record of a row whose encoding is row, growing
-// rs at most once.
+// appendJoinRec appends a record without an expiry of a row whose
+// encoding is row, growing rs at most once.
 func appendJoinRec(rs joinRows, flags byte, assoc int64, row []byte) joinRows {
+	return appendJoinRecExpiring(rs, flags&^joinExpires, 0, assoc, row)
+}
+
+// appendJoinRecExpiring appends a record as appendJoinRec does, with the
+// expiry expires when flags has joinExpires.
+func appendJoinRecExpiring(rs joinRows, flags byte, expires, assoc int64, row []byte) joinRows {
 	need := 1 + uvarintLen(uint64(assoc)) + uvarintLen(uint64(len(row))) + len(row)
+	if flags&joinExpires != 0 {
+		need += binary.MaxVarintLen64
+	}
 	if cap(rs)-len(rs) < need {
 		if len(rs) == 0 {
 			// The first row of a key: most keys keep one or two rows, so
@@ -88,6 +114,9 @@ func appendJoinRec(rs joinRows, flags byte, assoc int64, row []byte) joinRows {
 		}
 	}
 	rs = append(rs, flags)
+	if flags&joinExpires != 0 {
+		rs = binary.AppendVarint(rs, expires)
+	}
 	rs = binary.AppendUvarint(rs, uint64(assoc))
 	rs = binary.AppendUvarint(rs, uint64(len(row)))
 	return append(rs, row...)
@@ -130,7 +159,7 @@ func (rs joinRows) rewrite(skip int, bump []int, delta int64) (joinRows, error) 
 		case off == skip:
 		case len(bump) > 0 && bump[0] == off:
 			bump = bump[1:]
-			out = appendJoinRec(out, r.flags, max(0, r.assoc+delta), r.row)
+			out = appendJoinRecExpiring(out, r.flags, r.expires, max(0, r.assoc+delta), r.row)
 		default:
 			out = append(out, rs[off:r.end]...)
 		}
@@ -142,10 +171,12 @@ func (rs joinRows) rewrite(skip int, bump []int, delta int64) (joinRows, error) 
 	return out, nil
 }
 
-// retained returns rs without the records whose row's first len(tmp)
-// columns, decoded into tmp, keep reports false for, and whether any
-// went; rs itself when none did.
-func (rs joinRows) retained(tmp []types.Value, keep func(row []types.Value) bool) (joinRows, bool, error) {
+// retained returns rs without the records whose expiry keep reports false
+// for, and whether any went; rs itself when none did. A record's expiry is
+// its own (joinExpires), or else expiryOf's of its row's first cols
+// columns (the rest is not decoded); a record without one (ok false) goes.
+func (rs joinRows) retained(cols int, expiryOf func(row []types.Value) (int64, bool), keep func(expires int64) bool) (joinRows, bool, error) {
+	var tmp []types.Value
 	var out joinRows
 	dropped := false
 	for off := 0; off < len(rs); {
@@ -153,10 +184,17 @@ func (rs joinRows) retained(tmp []types.Value, keep func(row []types.Value) bool
 		if err != nil {
 			return nil, false, err
 		}
-		if _, err := types.DecodeValuesInto(tmp, unsafe.String(unsafe.SliceData(r.row), len(r.row))); err != nil {
-			return nil, false, fmt.Errorf("%w: %w", errJoinState, err)
+		exp, ok := r.expires, true
+		if r.flags&joinExpires == 0 {
+			if tmp == nil {
+				tmp = make([]types.Value, cols)
+			}
+			if _, err := types.DecodeValuesInto(tmp, unsafe.String(unsafe.SliceData(r.row), len(r.row))); err != nil {
+				return nil, false, fmt.Errorf("%w: %w", errJoinState, err)
+			}
+			exp, ok = expiryOf(tmp)
 		}
-		if keep(tmp) {
+		if ok && keep(exp) {
 			if dropped {
 				out = append(out, rs[off:r.end]...)
 			}
