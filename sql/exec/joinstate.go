@@ -102,7 +102,7 @@ func appendJoinRec(rs joinRows, flags byte, assoc int64, row []byte) joinRows {
 func appendJoinRecExpiring(rs joinRows, flags byte, expires, assoc int64, row []byte) joinRows {
 	need := 1 + uvarintLen(uint64(assoc)) + uvarintLen(uint64(len(row))) + len(row)
 	if flags&joinExpires != 0 {
-		need += binary.MaxVarintLen64
+		need += varintLen(expires)
 	}
 	if cap(rs)-len(rs) < need {
 		if len(rs) == 0 {
@@ -124,6 +124,9 @@ func appendJoinRecExpiring(rs joinRows, flags byte, expires, assoc int64, row []
 
 // uvarintLen returns the length of x's uvarint encoding.
 func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// varintLen returns the length of x's varint (zig-zag) encoding.
+func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
 
 // decodeJoinRow decodes a record's row into dst (one value per column)
 // and checks that the encoding holds exactly that many values. String

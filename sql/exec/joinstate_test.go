@@ -3,6 +3,7 @@ package exec
 import (
 	"encoding/binary"
 	"errors"
+	"math"
 	"testing"
 
 	"github.com/clinkstream/clink/sql/types"
@@ -233,12 +234,21 @@ func TestJoinRowsRetainedByExpiry(t *testing.T) {
 	if err != nil || r.flags != joinExpires || r.expires != 10 || r.assoc != 3 || string(r.row) != string(oneCol) {
 		t.Fatalf("rewritten record: %+v, %v; want expiry 10, association 3", r, err)
 	}
+	// A key's first record takes exactly its room.
+	if first := appendJoinRecExpiring(nil, joinExpires, 1<<40, 0, oneCol); len(first) != cap(first) {
+		t.Errorf("a first record of %d bytes has room for %d", len(first), cap(first))
+	}
 }
 
 func TestUvarintLen(t *testing.T) {
 	for _, x := range []uint64{0, 1, 127, 128, 16383, 16384, 1 << 40, 1<<63 - 1, 1<<64 - 1} {
 		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, x)); got != want {
 			t.Errorf("uvarintLen(%d) = %d, want %d", x, got, want)
+		}
+	}
+	for _, x := range []int64{0, 1, -1, 63, -64, 64, -65, 1 << 40, -(1 << 40), math.MaxInt64, math.MinInt64} {
+		if got, want := varintLen(x), len(binary.AppendVarint(nil, x)); got != want {
+			t.Errorf("varintLen(%d) = %d, want %d", x, got, want)
 		}
 	}
 }
