@@ -270,7 +270,8 @@ func TestBenchOptionsCheckpointMode(t *testing.T) {
 		if o.mode != want {
 			t.Errorf("--checkpoint-mode %s: mode %v, want %v", in, o.mode, want)
 		}
-	} // The keys --backpressure refuses are SET keys clink reads.
+	}
+	// The keys --backpressure refuses are SET keys clink reads.
 	for _, k := range checkpointModeKeys {
 		if _, ok := sql.Settings[k]; !ok {
 			t.Errorf("checkpointModeKeys holds %q, which is no SET key", k)
