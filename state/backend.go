@@ -260,6 +260,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		return 0
 	})
 	if b.inc != nil {
+		b.inc.checkpointCaptured(b.inc.now())
 		return b.captureIncremental(c, changes, whole), nil
 	}
 	return c, nil

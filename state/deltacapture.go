@@ -32,7 +32,7 @@ type changeCapturer interface {
 	changedCount() int
 	// appends reports whether the table's changes are worth persisting
 	// preemptively (see appends on cowTable).
-	appends() bool
+	appends() (yes, late bool)
 	// checkpointed tells the table that a checkpoint captured it.
 	checkpointed()
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,16 +462,22 @@ func TestMemoryPreemptiveWritesNewKeysAhead(t *testing.T) {
 // are deleted (a sliding window of 10,000 keys, 2,500 new and 2,500 gone
 // per checkpoint: written ahead, the deletions too, as a delta writes
 // each once) and keys that live shorter than a checkpoint interval
-// (10,000 per interval in batches of 2,000, each deleted two batches
-// later: once a checkpoint saw that the table holds fewer keys than an
-// interval inserts, it is not written ahead, since most of what it would
-// write is gone by the checkpoint). Both restore to the state at the last
-// checkpoint.
+// (10,000 per interval of one second on a clock of the test's, in batches
+// of 2,000, each deleted two batches later: once checkpoints saw that the
+// table holds fewer keys than an interval inserts, and how far apart they
+// come, it is written ahead in the last 30% of the interval only, since
+// most of what it would write earlier is gone by the checkpoint). Both
+// restore to the state at the last checkpoint.
 func TestMemoryPreemptiveKeyLifetimes(t *testing.T) {
 	for _, mode := range []string{"expiring", "short-lived"} {
 		t.Run(mode, func(t *testing.T) {
 			sf := &dirShared{dir: t.TempDir()}
-			open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) { return openPreemptive(t, sf) }
+			var clock atomic.Int64 // milliseconds
+			open := func() (*state.MemoryBackend, *state.ValueState[int64, int64]) {
+				b, v := openPreemptive(t, sf)
+				state.SetClock(b, func() time.Time { return time.UnixMilli(clock.Load()) })
+				return b, v
+			}
 			b, v := open()
 			live := map[int64]bool{}
 			put := func(k int64) { v.Put(k, k*3); live[k] = true }
@@ -494,36 +501,51 @@ func TestMemoryPreemptiveKeyLifetimes(t *testing.T) {
 			} else {
 				put(-1)
 				fs = statetest.PersistFiles(t, b, sf)
-				before := 0
-				for round := range 3 {
-					if round == 1 {
-						// The checkpoint before measured the keys' lifetime;
-						// it waited for any persist ahead in flight.
-						before = preFiles(t, sf)
+				batch := func() {
+					for range 2000 {
+						put(next)
+						next++
 					}
-					for range 5 {
-						for range 2000 {
-							put(next)
-							next++
+					// The keys of two batches ago, captured since.
+					for k := next - 6000; k < next-4000; k++ {
+						if k >= 0 {
+							del(k)
 						}
-						// The keys of two batches ago, captured since.
-						for k := next - 6000; k < next-4000; k++ {
-							if k >= 0 {
-								del(k)
-							}
-						}
+					}
+				}
+				// Checkpoints at 0, 1000, ... ms; batches at these offsets,
+				// the last two in the late window (from 700 ms on).
+				offsets := []int64{100, 300, 500, 750, 900}
+				for round := range int64(4) {
+					start := preFiles(t, sf)
+					for i, off := range offsets {
+						clock.Store(round*1000 + off)
+						batch()
 						if err := b.PersistPreemptively(); err != nil {
 							t.Fatal(err)
 						}
-						time.Sleep(5 * time.Millisecond)
+						switch {
+						case round == 0:
+							// The lifetime is not known yet: written ahead
+							// as any table.
+							time.Sleep(5 * time.Millisecond)
+						case i == 2:
+							// No file may come from the early batches.
+							time.Sleep(50 * time.Millisecond)
+							if n := preFiles(t, sf); n != start {
+								t.Fatalf("round %d: keys that live shorter than a checkpoint interval were written ahead before the late window: %d files, %d before", round, n, start)
+							}
+						case i == 3 && round >= 2:
+							// The first batch of the window is written ahead
+							// at once (the interval is known from round 2 on).
+							persistAhead(t, b, sf, start+1)
+						}
 					}
+					if round == 0 && preFiles(t, sf) == 0 {
+						t.Fatal("nothing was written ahead before the keys' lifetime was known: the test proves nothing")
+					}
+					clock.Store((round + 1) * 1000)
 					fs = statetest.PersistFiles(t, b, sf)
-				}
-				if before == 0 {
-					t.Fatal("nothing was written ahead before the keys' lifetime was known: the test proves nothing")
-				}
-				if n := preFiles(t, sf); n != before {
-					t.Fatalf("keys that live shorter than a checkpoint interval were written ahead: %d files, %d before", n, before)
 				}
 			}
 			if err := b.Close(); err != nil {

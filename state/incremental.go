@@ -76,6 +76,14 @@ const DefaultPreemptiveEntries = 1 << 16
 // interval, so that a checkpoint writes what changed in its last fifth.
 const DefaultPreemptiveInterval = 200 * time.Millisecond
 
+// lateShare and maxLateLead bound the last part of a checkpoint interval
+// in which the tables whose keys live shorter than an interval are written
+// ahead (see lateWindow): 30% of the interval, at most a second.
+const (
+	lateShare   = 0.3
+	maxLateLead = time.Second
+)
+
 // minPreemptiveEntries is the fewest changed entries a preemptive persist
 // writes: below that, a checkpoint's delta is small anyway.
 const minPreemptiveEntries = 1024
@@ -122,7 +130,7 @@ func NewMemoryBackendWith(o MemoryOptions) (*MemoryBackend, error) {
 			return nil, fmt.Errorf("memory state backend: making a file token: %w", err)
 		}
 		b.incremental = true
-		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes, preemptive: o.PreemptiveEntries, preemptEvery: o.PreemptiveInterval}
+		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes, preemptive: o.PreemptiveEntries, preemptEvery: o.PreemptiveInterval, now: time.Now}
 	}
 	return b, nil
 }
@@ -158,6 +166,16 @@ type incrState struct {
 	// lastCapture is when the last capture was taken (task goroutine
 	// only).
 	lastCapture time.Time
+	// lastCheckpoint is when the last checkpoint's capture was taken and
+	// checkpointEvery the time between the last two (0: fewer than two);
+	// lateStarted: the tables whose keys live shorter than an interval
+	// have been written ahead since lastCheckpoint (see lateWindow). Task
+	// goroutine only.
+	lastCheckpoint  time.Time
+	checkpointEvery time.Duration
+	lateStarted     bool
+	// now is the clock of the three (time.Now; tests set another).
+	now func() time.Time
 	// shared is where preemptive persists write their files (UseShared);
 	// nil: none are written.
 	shared SharedWriter
@@ -257,7 +275,7 @@ func (b *MemoryBackend) captureIncrementalAs(c *memoryCapture, changes bool, who
 		ic.delimited = append(ic.delimited, d)
 	}
 	inc := b.inc
-	inc.lastCapture = time.Now()
+	inc.lastCapture = inc.now()
 	inc.mu.Lock()
 	inc.seq++
 	ic.seq = inc.seq

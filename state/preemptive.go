@@ -20,6 +20,10 @@ import (
 // (PersistPreemptively), and the goroutine writes them as a delta file
 // through WriteUnpinned. The next checkpoint lists those files before its
 // own delta, which then holds only the changes after the last of them.
+// The tables whose keys live shorter than a checkpoint interval are
+// written ahead so only in the interval's last part, once the first two
+// checkpoints told how far apart checkpoints come (see appends and
+// lateWindow).
 //
 // Such a capture is an unpersisted capture like a discarded checkpoint's:
 // if its file is not written, or a retention collected it before a
@@ -73,15 +77,21 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 // written once; a key written before (or again after a persist ahead), or
 // deleted in the interval that wrote it, is written again.
 //
-// Neither is written ahead while its keys live shorter than a checkpoint
-// interval: by Little's law, when a table holds fewer keys than one
+// A table whose keys live shorter than a checkpoint interval is late
+// instead: by Little's law, when a table holds fewer keys than one
 // interval inserts, a key lasts less than an interval on average, and
-// most of what a persist ahead writes is deleted before the checkpoint,
-// whose delta then need not hold it at all (the rows of a join that drops
-// those no row to come can meet, when event time runs ahead of the clock).
-func (t *cowTable[K, V]) appends() bool {
+// most of what a persist ahead early in the interval writes is deleted
+// before the checkpoint, whose delta then need not hold it at all (the
+// rows of a join that drops those no row to come can meet, when event
+// time runs ahead of the clock). But the checkpoint's delta then holds
+// every key alive at the barrier, written while the checkpoint waits; so
+// such a table is written ahead in the last part of the interval only
+// (lateWindow), where what a persist ahead writes is mostly still alive
+// at the barrier, and the checkpoint's own delta holds the changes since
+// the last persist ahead.
+func (t *cowTable[K, V]) appends() (yes, late bool) {
 	if per := t.bornPerCheckpoint; per >= minPreemptiveEntries && int64(t.len()) < per {
-		return false
+		return false, true
 	}
 	if t.diff == nil {
 		// The captures so far, and the interval since the last one.
@@ -92,10 +102,35 @@ func (t *cowTable[K, V]) appends() bool {
 				i, r = i+once, r+again
 			}
 		}
-		return i >= minPreemptiveEntries && i >= 3*r
+		return i >= minPreemptiveEntries && i >= 3*r, false
 	}
 	s, r := t.spliced.Load(), t.rewritten.Load()
-	return s >= 3*r
+	return s >= 3*r, false
+}
+
+// checkpointCaptured notes a checkpoint's capture at now.
+func (inc *incrState) checkpointCaptured(now time.Time) {
+	if !inc.lastCheckpoint.IsZero() {
+		inc.checkpointEvery = now.Sub(inc.lastCheckpoint)
+	}
+	inc.lastCheckpoint, inc.lateStarted = now, false
+}
+
+// lateWindow reports whether the next checkpoint is near enough for the
+// tables whose keys live shorter than an interval (see appends) to be
+// written ahead: in the last lateShare of the interval the last two
+// checkpoints were apart by, and in its last maxLateLead at most. The
+// first persist ahead in it must end before the barrier comes, and it
+// writes every key alive (what the checkpoint would otherwise write): a
+// later start would leave the checkpoint waiting for it; an earlier one
+// writes more keys that die before the barrier. Before two checkpoints,
+// the window is never open.
+func (inc *incrState) lateWindow(now time.Time) bool {
+	if inc.checkpointEvery <= 0 {
+		return false
+	}
+	lead := min(time.Duration(float64(inc.checkpointEvery)*lateShare), maxLateLead)
+	return now.Sub(inc.lastCheckpoint) >= inc.checkpointEvery-lead
 }
 
 // checkpointed implements changeCapturer.
@@ -123,19 +158,35 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	}
 	// The tables written ahead, decided once for this call.
 	ahead := inc.ahead[:0]
-	n := 0
+	n, lateN := 0, 0
+	window, windowKnown := false, false
 	for _, t := range b.tables {
-		if cc, ok := t.(changeCapturer); ok && cc.appends() {
-			ahead = append(ahead, cc)
-			n += cc.changedCount()
+		cc, ok := t.(changeCapturer)
+		if !ok {
+			continue
+		}
+		yes, late := cc.appends()
+		if late && !windowKnown {
+			window, windowKnown = inc.lateWindow(inc.now()), true
+		}
+		if !yes && !(late && window) {
+			continue
+		}
+		ahead = append(ahead, cc)
+		c := cc.changedCount()
+		n += c
+		if late {
+			lateN += c
 		}
 	}
 	inc.ahead = ahead
 	switch {
 	case n < minPreemptiveEntries:
 		return nil
+	case lateN >= minPreemptiveEntries && !inc.lateStarted:
+		// The late window opened: write what lives now at once.
 	case inc.preemptive >= 0 && n >= inc.preemptive:
-	case inc.preemptEvery < 0 || time.Since(inc.lastCapture) < inc.preemptEvery:
+	case inc.preemptEvery < 0 || inc.now().Sub(inc.lastCapture) < inc.preemptEvery:
 		return nil
 	}
 	for _, p := range b.restored {
@@ -158,6 +209,7 @@ func (b *MemoryBackend) PersistPreemptively() error {
 		return nil
 	}
 	inc.preRunning = true
+	inc.lateStarted = inc.lateStarted || lateN > 0
 	inc.wg.Add(1)
 	inc.mu.Unlock()
 
