@@ -31,7 +31,9 @@ type changeCapturer interface {
 	// changedCount returns how many keys the change lists hold.
 	changedCount() int
 	// appends reports whether the table's changes are worth persisting
-	// preemptively (see appends on cowTable).
+	// preemptively (yes), or only in the last part of a checkpoint
+	// interval, its keys living shorter than one (late; see appends on
+	// cowTable).
 	appends() (yes, late bool)
 	// checkpointed tells the table that a checkpoint captured it.
 	checkpointed()
