@@ -158,6 +158,9 @@ func (env *Environment) plan() (*runtime.JobGraph, error) {
 	g := &runtime.JobGraph{}
 	for _, v := range vertices {
 		rv := &runtime.Vertex{UID: v.head.name, Parallelism: v.head.parallelism}
+		for _, n := range v.nodes {
+			rv.Operators = append(rv.Operators, n.name)
+		}
 		if len(v.head.inputs) == 0 {
 			rv.NewSource = func(int) runtime.Source { return &sourceChain{chain: chain{plan: v, opts: &env.opts}} }
 		} else {

@@ -22,6 +22,10 @@ type Vertex struct {
 	// runs of the same job.
 	UID         string
 	Parallelism int
+	// Operators are the uids of the chain's operators, head first (nil
+	// stands for UID alone). A restore finds each one's state by its uid,
+	// in whichever task of the checkpoint holds it (see restoreLayout).
+	Operators []string
 	// Exactly one of NewSource and NewOperator is set.
 	NewSource   func(subtask int) Source
 	NewOperator func(subtask int) Operator
@@ -431,15 +435,25 @@ func (ex *execution) build(done <-chan struct{}) error {
 		}
 	}
 
+	var layout *restoreLayout
+	if ex.restore != 0 {
+		var err error
+		if layout, err = readLayout(ex.store, ex.restore, cfg.MaxParallelism); err != nil {
+			return err
+		}
+	}
 	var participants []checkpoint.ParticipantID
 	var sources []*sourceTask
 	var listeners []CheckpointListener
 	for v, vx := range g.Vertices {
 		var old []*store.TaskSnapshot
-		if ex.restore != 0 {
+		if layout != nil {
 			var err error
-			if old, err = ex.readVertex(vx); err != nil {
+			if old, err = layout.vertex(vx); err != nil {
 				return err
+			}
+			if len(old) != vx.Parallelism {
+				ex.log.Info("rescaling operator on restore", "operator", vx.UID, "from", len(old), "to", vx.Parallelism)
 			}
 		}
 		for s := 0; s < vx.Parallelism; s++ {
@@ -567,45 +581,6 @@ func runGuarded(run func() error) (err error) {
 		}
 	}()
 	return run()
-}
-
-// readVertex reads the snapshots of every subtask a vertex had when the
-// checkpoint was taken. The parallelism may differ from the job's now (a
-// rescale); the max parallelism may not, and in-flight records cannot be
-// redistributed.
-func (ex *execution) readVertex(vx *Vertex) ([]*store.TaskSnapshot, error) {
-	first, err := ex.store.ReadTaskSnapshot(ex.restore, store.SnapshotName(vx.UID, 0))
-	if err != nil {
-		return nil, fmt.Errorf("restoring checkpoint %d: %w", ex.restore, err)
-	}
-	if first.MaxParallelism != ex.cfg.MaxParallelism {
-		return nil, fmt.Errorf("restoring checkpoint %d: operator %s was checkpointed with max parallelism %d, the job now has %d; the max parallelism (the number of key groups) cannot change between a checkpoint and its restore",
-			ex.restore, vx.UID, first.MaxParallelism, ex.cfg.MaxParallelism)
-	}
-	snaps := []*store.TaskSnapshot{first}
-	for s := 1; s < first.Parallelism; s++ {
-		snap, err := ex.store.ReadTaskSnapshot(ex.restore, store.SnapshotName(vx.UID, s))
-		if err != nil {
-			return nil, fmt.Errorf("restoring checkpoint %d: %w", ex.restore, err)
-		}
-		if snap.Parallelism != first.Parallelism || snap.MaxParallelism != first.MaxParallelism {
-			return nil, fmt.Errorf("restoring checkpoint %d: snapshot %s says parallelism %d / max parallelism %d, but %s says %d / %d",
-				ex.restore, snap.Task, snap.Parallelism, snap.MaxParallelism, first.Task, first.Parallelism, first.MaxParallelism)
-		}
-		snaps = append(snaps, snap)
-	}
-	if first.Parallelism != vx.Parallelism {
-		for _, snap := range snaps {
-			for _, op := range snap.Operators {
-				if len(op.InFlight) > 0 {
-					return nil, fmt.Errorf("restoring checkpoint %d: task %s holds in-flight records of an unaligned checkpoint, which cannot be redistributed from parallelism %d to %d; restore it at parallelism %d, or restore an aligned checkpoint",
-						ex.restore, snap.Task, first.Parallelism, vx.Parallelism, first.Parallelism)
-				}
-			}
-		}
-		ex.log.Info("rescaling operator on restore", "operator", vx.UID, "from", first.Parallelism, "to", vx.Parallelism)
-	}
-	return snaps, nil
 }
 
 func (ex *execution) shared() *store.Shared {

@@ -667,6 +667,20 @@ func (s *Store) Snapshots(id checkpoint.ID) ([]FileInfo, error) {
 	return out, nil
 }
 
+// TaskNames returns the task names ("<uid>-<subtask>") of the snapshot
+// files of checkpoint id, sorted: what ReadTaskSnapshot reads.
+func (s *Store) TaskNames(id checkpoint.ID) ([]string, error) {
+	files, err := s.Snapshots(id)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = strings.TrimSuffix(f.Name, snapSuffix)
+	}
+	return names, nil
+}
+
 // CheckpointInfo describes one checkpoint id found in the directory.
 type CheckpointInfo struct {
 	ID        checkpoint.ID
