@@ -132,6 +132,15 @@ type Options struct {
 	// A negative value emits a watermark after every batch.
 	WatermarkInterval time.Duration
 
+	// KeyedChaining chains a keyed operator (KeyBy) of parallelism 1 to
+	// its input's task when that has parallelism 1 too (nil: on): the
+	// exchange would send every record to the one subtask anyway, and
+	// chained, records cross no channel and no core. Off, the keyed
+	// operator runs in a task of its own, as at higher parallelisms: the
+	// job keeps two cores busy at parallelism 1, each less efficiently
+	// (clink.operator-chaining.keyed in SQL).
+	KeyedChaining *bool
+
 	// StateBackend keeps keyed state: "memory" (default; copy-on-write
 	// maps, fastest, state must fit in memory) or "pebble" (an LSM tree on
 	// local disk, incremental checkpoints).

@@ -117,10 +117,23 @@ func connect(from, to *node, input int, part partKind, newSelector func() any) {
 }
 
 // chainable reports whether e joins two operators into one task: a forward
-// edge between equal parallelisms into a single-input operator.
+// edge between equal parallelisms into a single-input operator, or a hash
+// edge between two operators of parallelism 1, which sends every record to
+// the one subtask as a forward edge would. Chained, the records of a keyed
+// operator at parallelism 1 cross no channel and no core: a job's
+// parallelism is the number of cores it keeps busy, about. At parallelism
+// 2 the same edge is an exchange again; a restore finds each operator's
+// state wherever the checkpointed job's chains held it (see
+// runtime.Vertex.Operators).
 func chainable(e *edge) bool {
-	return e.part == partForward && len(e.to.inputs) == 1 &&
-		e.from.parallelism == e.to.parallelism
+	if len(e.to.inputs) != 1 || e.from.parallelism != e.to.parallelism {
+		return false
+	}
+	if e.part == partHash {
+		kc := e.to.env.opts.KeyedChaining
+		return e.to.parallelism == 1 && (kc == nil || *kc)
+	}
+	return e.part == partForward
 }
 
 // plan turns the logical graph into the runtime's job graph.
@@ -432,7 +445,7 @@ func (c *operatorChain) ProcessBatchFrom(input int, b runtime.Batch, from int, i
 // persistPreemptively lets the chain's state backends write the changes
 // gathered since their last capture ahead of the next checkpoint; it runs
 // between two records.
-func (c *operatorChain) persistPreemptively() error {
+func (c *chain) persistPreemptively() error {
 	for _, p := range c.bc.preemptive {
 		if err := p.PersistPreemptively(); err != nil {
 			return fmt.Errorf("persisting state changes ahead of a checkpoint: %w", err)
@@ -479,7 +492,13 @@ type sourceChain struct {
 func (c *sourceChain) Open(tc *runtime.TaskContext) error { return c.build(tc) }
 
 func (c *sourceChain) Produce() (runtime.ProduceStatus, error) {
-	return c.bc.sourceProd.produce()
+	st, err := c.bc.sourceProd.produce()
+	if err != nil || len(c.bc.preemptive) == 0 {
+		return st, err
+	}
+	// A keyed operator chained to the source (at parallelism 1) writes
+	// its state ahead of checkpoints as in a task of its own.
+	return st, c.persistPreemptively()
 }
 
 func (c *sourceChain) EndOfInput() error { return c.endOfInput() }

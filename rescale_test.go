@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/state"
 )
@@ -60,18 +61,31 @@ func TestRescaleOnRestore(t *testing.T) {
 	for _, c := range []struct {
 		from, to int
 		backend  string
-	}{{4, 1, "memory"}, {4, 2, "memory"}, {4, 3, "memory"}, {1, 4, "memory"}, {2, 3, "memory"}, {4, 3, "pebble"}, {1, 3, "pebble"},
-		{4, 3, "memory-full"}, {1, 4, "memory-full"}} {
-		t.Run(fmt.Sprintf("%s/%d->%d", c.backend, c.from, c.to), func(t *testing.T) {
+		// unchained is the run ("from" or "to") whose counter, at
+		// parallelism 1, runs in a task of its own rather than chained
+		// to the generator (Options.KeyedChaining off): the restore finds
+		// the counter's state in another task than the one it goes to.
+		unchained string
+	}{{4, 1, "memory", ""}, {4, 2, "memory", ""}, {4, 3, "memory", ""}, {1, 4, "memory", ""}, {2, 3, "memory", ""}, {4, 3, "pebble", ""}, {1, 3, "pebble", ""},
+		{4, 3, "memory-full", ""}, {1, 4, "memory-full", ""},
+		{1, 1, "memory", "from"}, {1, 1, "memory", "to"}, {1, 1, "pebble", "from"}, {1, 1, "pebble", "to"}, {1, 1, "memory-full", "to"}} {
+		name := fmt.Sprintf("%s/%d->%d", c.backend, c.from, c.to)
+		if c.unchained != "" {
+			name += "/unchained-" + c.unchained
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			var mu sync.Mutex
 			first := map[string]int64{}
 			ctx, cancel := context.WithCancel(context.Background())
-			backendOpts := func(o clink.Options) clink.Options {
+			off := false
+			backendOpts := func(o clink.Options, run string) clink.Options {
+				if c.unchained == run {
+					o.KeyedChaining = &off
+				}
 				o.StateBackend = c.backend
 				switch c.backend {
 				case "memory-full":
-					off := false
 					o.StateBackend, o.StateIncremental = "memory", &off
 				case "memory":
 					// A new base now and then, so that restores merge
@@ -82,7 +96,7 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 			env := rescaleJob(t, backendOpts(clink.Options{
 				CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond, Retain: 100, MaxParallelism: 64,
-			}), c.from, 60_000, first, &mu)
+			}, "from"), c.from, 60_000, first, &mu)
 			done := make(chan error, 1)
 			go func() { done <- env.Execute(ctx) }()
 			// Stop once a few checkpoints completed, well before the end.
@@ -114,7 +128,7 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 
 			final := map[string]int64{}
-			env2 := rescaleJob(t, backendOpts(clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64}), c.to, 0, final, &mu)
+			env2 := rescaleJob(t, backendOpts(clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64}, "to"), c.to, 0, final, &mu)
 			if err := env2.Execute(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -150,14 +164,20 @@ func TestRescaleOnRestore(t *testing.T) {
 			var groups []state.KeyGroupData
 			seen := map[int]bool{}
 			for sub := 0; sub < c.to; sub++ {
-				snap, err := st.ReadTaskSnapshot(term, fmt.Sprintf("count-%d", sub))
+				// At parallelism 1 the counter is chained to the generator:
+				// its state is in the generator's task.
+				task := fmt.Sprintf("count-%d", sub)
+				if c.to == 1 && c.unchained != "to" {
+					task = "gen-0"
+				}
+				snap, err := st.ReadTaskSnapshot(term, task)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if snap.Parallelism != c.to {
-					t.Errorf("terminal snapshot of count-%d says parallelism %d, want %d", sub, snap.Parallelism, c.to)
+					t.Errorf("terminal snapshot of %s says parallelism %d, want %d", task, snap.Parallelism, c.to)
 				}
-				for _, g := range snapshotKeyGroups(t, st, snap.Operators[0]) {
+				for _, g := range snapshotKeyGroups(t, st, operatorSnapshot(t, snap, "count")) {
 					if seen[g.KeyGroup] {
 						t.Errorf("key group %d is held by two subtasks", g.KeyGroup)
 					}
@@ -183,6 +203,42 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 		})
 	}
+}
+
+// operatorSnapshot returns the state of operator uid in a task's snapshot.
+func operatorSnapshot(t *testing.T, snap *store.TaskSnapshot, uid string) store.OperatorSnapshot {
+	t.Helper()
+	for _, op := range snap.Operators {
+		if op.UID == uid {
+			return op
+		}
+	}
+	t.Fatalf("snapshot %s holds no state of operator %s", snap.Task, uid)
+	return store.OperatorSnapshot{}
+}
+
+// checkpointedOperator returns the state of operator uid in checkpoint
+// id, from whichever task's snapshot holds it (a keyed operator at
+// parallelism 1 is chained to its input's task).
+func checkpointedOperator(t *testing.T, st *store.Store, id checkpoint.ID, uid string) store.OperatorSnapshot {
+	t.Helper()
+	names, err := st.TaskNames(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		snap, err := st.ReadTaskSnapshot(id, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range snap.Operators {
+			if op.UID == uid {
+				return op
+			}
+		}
+	}
+	t.Fatalf("checkpoint %d holds no state of operator %s", id, uid)
+	return store.OperatorSnapshot{}
 }
 
 // snapshotKeyGroups returns the key groups of an operator's snapshot: the

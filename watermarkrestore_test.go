@@ -60,16 +60,7 @@ func TestKeyedWatermarkSurvivesRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, err := st.ReadTaskSnapshot(id, "wm-0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var saved int64 = store.NoWatermark
-	for _, op := range snap.Operators {
-		if op.UID == "wm" {
-			saved = op.Watermark
-		}
-	}
+	saved := checkpointedOperator(t, st, id, "wm").Watermark
 	if saved == store.NoWatermark || saved < 0 {
 		t.Fatalf("the checkpoint holds no watermark of the keyed operator (%d)", saved)
 	}

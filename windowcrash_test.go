@@ -82,9 +82,13 @@ func TestCrashWindowsProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by TestCrashWindowsExactlyOnce")
 	}
+	p, err := strconv.Atoi(os.Getenv("CLINK_CRASH_PARALLELISM"))
+	if err != nil {
+		t.Fatalf("CLINK_CRASH_PARALLELISM: %v", err)
+	}
 	env, err := windowedJob(clink.Options{
 		StateBackend: os.Getenv("CLINK_CRASH_BACKEND"),
-		Parallelism:  2, CheckpointDir: dir, CheckpointInterval: 50 * time.Millisecond,
+		Parallelism:  p, CheckpointDir: dir, CheckpointInterval: 50 * time.Millisecond,
 		Restore: os.Getenv("CLINK_CRASH_RESTORE"), BatchSize: 64, WatermarkInterval: 20 * time.Millisecond,
 	}, os.Getenv("CLINK_CRASH_OUT"))
 	if err != nil {
@@ -138,11 +142,14 @@ func TestCrashWindowsExactlyOnce(t *testing.T) {
 		t.Skip("crash test runs subprocesses for several seconds")
 	}
 	for i, backend := range []string{"memory", "pebble"} {
-		t.Run(backend, func(t *testing.T) { crashWindows(t, backend, uint64(424242+i)) })
+		t.Run(backend, func(t *testing.T) { crashWindows(t, backend, 2, uint64(424242+i)) })
 	}
+	// At parallelism 1 the windows are chained to the source's task (the
+	// keyed exchange in front of them sends everything to one subtask).
+	t.Run("memory-chained", func(t *testing.T) { crashWindows(t, "memory", 1, 424244) })
 }
 
-func crashWindows(t *testing.T, backend string, seed uint64) {
+func crashWindows(t *testing.T, backend string, parallelism int, seed uint64) {
 	ckpt, out := t.TempDir(), t.TempDir()
 	h := &crashtest.Harness{
 		CheckpointDir: ckpt,
@@ -154,7 +161,7 @@ func crashWindows(t *testing.T, backend string, seed uint64) {
 		Command: func(restore string) *exec.Cmd {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashWindowsProcess$", "-test.count=1")
 			cmd.Env = append(os.Environ(), "CLINK_CRASH_WIN_CKPT="+ckpt, "CLINK_CRASH_OUT="+out,
-				"CLINK_CRASH_RESTORE="+restore, "CLINK_CRASH_BACKEND="+backend)
+				"CLINK_CRASH_RESTORE="+restore, "CLINK_CRASH_BACKEND="+backend, fmt.Sprintf("CLINK_CRASH_PARALLELISM=%d", parallelism))
 			return cmd
 		},
 	}

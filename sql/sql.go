@@ -51,6 +51,9 @@ type Options struct {
 	StateBackend       string
 	// StateIncremental is state.backend.incremental (nil: the default).
 	StateIncremental *bool
+	// KeyedChaining is clink.operator-chaining.keyed (nil: the default,
+	// on; see clink.Options.KeyedChaining).
+	KeyedChaining *bool
 	// WatermarkInterval is the period of the sources' watermarks (0: the
 	// runtime's default, 200ms).
 	WatermarkInterval time.Duration
@@ -286,6 +289,12 @@ func (j *Job) set(st *ast.Set, compiler *expr.Compiler) error {
 			return bad("want true or false")
 		}
 		o.StateIncremental = &b
+	case "clink.operator-chaining.keyed":
+		b, err := strconv.ParseBool(strings.ToLower(v))
+		if err != nil {
+			return bad("want true or false")
+		}
+		o.KeyedChaining = &b
 	case "table.local-time-zone":
 		loc, err := time.LoadLocation(v)
 		if err != nil {
@@ -348,6 +357,7 @@ func (j *Job) Run(ctx context.Context) error {
 		Restore:             o.Restore,
 		StateBackend:        o.StateBackend,
 		StateIncremental:    o.StateIncremental,
+		KeyedChaining:       o.KeyedChaining,
 		WatermarkInterval:   o.WatermarkInterval,
 		BufferDebloatTarget: o.BufferDebloatTarget,
 		Logger:              o.Logger,

@@ -14,6 +14,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
+	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/connectors/datagen"
 	"github.com/clinkstream/clink/sql"
 	"github.com/clinkstream/clink/sql/types"
@@ -285,5 +286,51 @@ func TestSetBufferDebloat(t *testing.T) {
 		if _, err := sql.Prepare(tc.script, sql.Options{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: error %v, want it to contain %q", tc.script, err, tc.want)
 		}
+	}
+}
+
+// TestSetKeyedChaining: at parallelism 1 a GROUP BY is chained to its
+// source's task unless 'clink.operator-chaining.keyed' is false, when it
+// gets a task (and a snapshot file) of its own; either way the job's
+// result is the same.
+func TestSetKeyedChaining(t *testing.T) {
+	const script = `SET 'clink.operator-chaining.keyed' = '%s';
+CREATE TABLE src (k BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '0', 'number-of-rows' = '1000',
+  'fields.k.kind' = 'sequence', 'fields.k.start' = '1', 'fields.k.end' = '1000');
+CREATE TABLE out (m BIGINT, c BIGINT) WITH ('connector' = 'print');
+INSERT INTO out SELECT k %% 4, COUNT(*) FROM src GROUP BY k %% 4;
+`
+	for _, c := range []struct {
+		value string
+		tasks int
+	}{{"true", 1}, {"false", 2}} {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		if err := sql.Run(context.Background(), fmt.Sprintf(script, c.value), sql.Options{Parallelism: 1, CheckpointDir: dir, Stdout: &out, Stderr: &out}); err != nil {
+			t.Fatalf("%s: %v", c.value, err)
+		}
+		st, err := store.Open(dir, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := st.Resolve("latest")
+		if err != nil {
+			t.Fatalf("%s: %v", c.value, err)
+		}
+		names, err := st.TaskNames(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) != c.tasks {
+			t.Errorf("keyed chaining %s: the checkpoint holds the snapshots of tasks %v, want %d tasks", c.value, names, c.tasks)
+		}
+		for m := range 4 {
+			if want := fmt.Sprintf("+U[%d, 250]", m); !strings.Contains(out.String(), want) {
+				t.Errorf("keyed chaining %s: the output lacks %s:\n%s", c.value, want, out.String())
+			}
+		}
+	}
+	if _, err := sql.Prepare(fmt.Sprintf(script, "maybe"), sql.Options{}); err == nil || !strings.Contains(err.Error(), "SET 'clink.operator-chaining.keyed': want true or false") {
+		t.Errorf("a bad value: error %v, want the key named", err)
 	}
 }
