@@ -3,6 +3,7 @@ package clink
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/clinkstream/clink/checkpoint"
@@ -265,7 +266,13 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 	for i, j := 0, len(bc.members)-1; i < j; i, j = i+1, j-1 {
 		bc.members[i], bc.members[j] = bc.members[j], bc.members[i]
 	}
-	for _, m := range bc.members {
+	// Keyed operators that restore state open on goroutines of their own,
+	// the others in chain order here: a chain of several stateful
+	// operators (at parallelism 1, say) restores them at once, as tasks
+	// of their own would.
+	errs := make([]error, len(bc.members))
+	var restoring sync.WaitGroup
+	for i, m := range bc.members {
 		var rs restoreState
 		if tc.Restored != nil {
 			rs.own = findOperator(tc.Restored, m.uid())
@@ -278,8 +285,16 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 				}
 			}
 		}
-		if err := m.open(tc, rs); err != nil {
-			return fmt.Errorf("opening operator %s: %w", m.uid(), err)
+		if _, keyed := m.(backendHolder); keyed && !rs.empty() {
+			restoring.Go(func() { errs[i] = m.open(tc, rs) })
+			continue
+		}
+		errs[i] = m.open(tc, rs)
+	}
+	restoring.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("opening operator %s: %w", bc.members[i].uid(), err)
 		}
 	}
 	var ls []listenerMember
