@@ -3,6 +3,7 @@ package clink
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -266,36 +267,8 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 	for i, j := 0, len(bc.members)-1; i < j; i, j = i+1, j-1 {
 		bc.members[i], bc.members[j] = bc.members[j], bc.members[i]
 	}
-	// Keyed operators that restore state open on goroutines of their own,
-	// the others in chain order here: a chain of several stateful
-	// operators (at parallelism 1, say) restores them at once, as tasks
-	// of their own would.
-	errs := make([]error, len(bc.members))
-	var restoring sync.WaitGroup
-	for i, m := range bc.members {
-		var rs restoreState
-		if tc.Restored != nil {
-			rs.own = findOperator(tc.Restored, m.uid())
-		}
-		if len(tc.Rescaled) > 0 {
-			rs.from, rs.to = tc.Rescaled[0].Parallelism, tc.Parallelism
-			for _, snap := range tc.Rescaled {
-				if op := findOperator(snap, m.uid()); op != nil {
-					rs.rescaled = append(rs.rescaled, op)
-				}
-			}
-		}
-		if _, keyed := m.(backendHolder); keyed && !rs.empty() {
-			restoring.Go(func() { errs[i] = m.open(tc, rs) })
-			continue
-		}
-		errs[i] = m.open(tc, rs)
-	}
-	restoring.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return fmt.Errorf("opening operator %s: %w", bc.members[i].uid(), err)
-		}
+	if err := c.openMembers(tc); err != nil {
+		return err
 	}
 	var ls []listenerMember
 	for _, m := range bc.members {
@@ -309,6 +282,80 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 		}
 	}
 	c.members.Store(&ls)
+	return nil
+}
+
+// restoreStateOf returns what member uid restores from: its snapshots
+// where the checkpoint holds them (tc.RestoredOperators), at the
+// parallelism it was checkpointed at, or else its entry in the task's own
+// snapshots.
+func restoreStateOf(tc *runtime.TaskContext, uid string) restoreState {
+	var rs restoreState
+	if tc.RestoredOperators != nil {
+		switch list := tc.RestoredOperators[uid]; {
+		case len(list) == 0:
+		case len(list) == tc.Parallelism:
+			rs.own = list[tc.Subtask]
+		default:
+			rs.rescaled, rs.from, rs.to = list, len(list), tc.Parallelism
+		}
+		return rs
+	}
+	if tc.Restored != nil {
+		rs.own = findOperator(tc.Restored, uid)
+	}
+	if len(tc.Rescaled) > 0 {
+		rs.from, rs.to = tc.Rescaled[0].Parallelism, tc.Parallelism
+		for _, snap := range tc.Rescaled {
+			if op := findOperator(snap, uid); op != nil {
+				rs.rescaled = append(rs.rescaled, op)
+			}
+		}
+	}
+	return rs
+}
+
+// openMembers opens the chain's members in chain order and restores their
+// state. When two or more keyed or join operators restore state, they
+// open on goroutines of their own, at once, as they would in tasks of
+// their own (a join and the aggregations after it, chained at parallelism
+// 1); a panic there is the chain's error, as on the task goroutine. The
+// first error in chain order is returned; no member opens after a failed
+// one on the task goroutine.
+func (c *chain) openMembers(tc *runtime.TaskContext) error {
+	bc := c.bc
+	rss := make([]restoreState, len(bc.members))
+	restoring := 0
+	for i, m := range bc.members {
+		rss[i] = restoreStateOf(tc, m.uid())
+		if _, keyed := m.(backendHolder); keyed && !rss[i].empty() {
+			restoring++
+		}
+	}
+	errs := make([]error, len(bc.members))
+	var wg sync.WaitGroup
+	for i, m := range bc.members {
+		if _, keyed := m.(backendHolder); keyed && restoring > 1 && !rss[i].empty() {
+			wg.Go(func() {
+				defer func() {
+					if r := recover(); r != nil {
+						errs[i] = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+					}
+				}()
+				errs[i] = m.open(tc, rss[i])
+			})
+			continue
+		}
+		if errs[i] = m.open(tc, rss[i]); errs[i] != nil {
+			break
+		}
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("opening operator %s: %w", bc.members[i].uid(), err)
+		}
+	}
 	return nil
 }
 

@@ -19,18 +19,19 @@ const (
 	rescaleKeys    = 500
 )
 
-// rescaleJob is a generator keyed into a counter, both at parallelism p
-// (the generator's splits and the counter's key groups are redistributed
-// when p changes); the sink keeps the highest count seen per key.
-func rescaleJob(t *testing.T, opts clink.Options, p int, rate float64, final map[string]int64, mu *sync.Mutex) *clink.Environment {
+// rescaleJob is a generator at parallelism genP keyed into a counter at
+// parallelism p (the generator's splits and the counter's key groups are
+// redistributed when they change); the sink keeps the highest count seen
+// per key.
+func rescaleJob(t *testing.T, opts clink.Options, genP, p int, rate float64, final map[string]int64, mu *sync.Mutex) *clink.Environment {
 	t.Helper()
 	env, err := clink.NewEnvironment(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// rate is the job's total: each of the p subtasks gets its share.
-	src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: rescaleRecords, RatePerSecond: rate / float64(p)},
-		func(i int64) int64 { return i }).SetParallelism(p)
+	// rate is the job's total: each of the genP subtasks gets its share.
+	src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: rescaleRecords, RatePerSecond: rate / float64(genP)},
+		func(i int64) int64 { return i }).SetParallelism(genP)
 	counts := clink.Process(clink.KeyBy(src, func(i int64) string { return fmt.Sprintf("k%03d", i%rescaleKeys) }), "count",
 		func(ctx *clink.KeyedContext[string, int64], _ int64, out *clink.Collector[string]) error {
 			n, _ := ctx.Value()
@@ -66,12 +67,22 @@ func TestRescaleOnRestore(t *testing.T) {
 		// to the generator (Options.KeyedChaining off): the restore finds
 		// the counter's state in another task than the one it goes to.
 		unchained string
-	}{{4, 1, "memory", ""}, {4, 2, "memory", ""}, {4, 3, "memory", ""}, {1, 4, "memory", ""}, {2, 3, "memory", ""}, {4, 3, "pebble", ""}, {1, 3, "pebble", ""},
-		{4, 3, "memory-full", ""}, {1, 4, "memory-full", ""},
-		{1, 1, "memory", "from"}, {1, 1, "memory", "to"}, {1, 1, "pebble", "from"}, {1, 1, "pebble", "to"}, {1, 1, "memory-full", "to"}} {
+		// genFrom is the generator's parallelism in the first run when it
+		// is not from: the restore at 1 chains two operators
+		// checkpointed at different parallelisms.
+		genFrom int
+	}{{4, 1, "memory", "", 0}, {4, 2, "memory", "", 0}, {4, 3, "memory", "", 0}, {1, 4, "memory", "", 0}, {2, 3, "memory", "", 0}, {4, 3, "pebble", "", 0}, {1, 3, "pebble", "", 0},
+		{4, 3, "memory-full", "", 0}, {1, 4, "memory-full", "", 0},
+		{1, 1, "memory", "from", 0}, {1, 1, "memory", "to", 0}, {1, 1, "pebble", "from", 0}, {1, 1, "pebble", "to", 0}, {1, 1, "memory-full", "to", 0},
+		{4, 1, "memory", "", 2}, {4, 1, "pebble", "", 2}} {
 		name := fmt.Sprintf("%s/%d->%d", c.backend, c.from, c.to)
 		if c.unchained != "" {
 			name += "/unchained-" + c.unchained
+		}
+		genFrom := c.from
+		if c.genFrom != 0 {
+			genFrom = c.genFrom
+			name += fmt.Sprintf("/generator-at-%d", genFrom)
 		}
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -96,7 +107,7 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 			env := rescaleJob(t, backendOpts(clink.Options{
 				CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond, Retain: 100, MaxParallelism: 64,
-			}, "from"), c.from, 60_000, first, &mu)
+			}, "from"), genFrom, c.from, 60_000, first, &mu)
 			done := make(chan error, 1)
 			go func() { done <- env.Execute(ctx) }()
 			// Stop once a few checkpoints completed, well before the end.
@@ -128,7 +139,7 @@ func TestRescaleOnRestore(t *testing.T) {
 			}
 
 			final := map[string]int64{}
-			env2 := rescaleJob(t, backendOpts(clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64}, "to"), c.to, 0, final, &mu)
+			env2 := rescaleJob(t, backendOpts(clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 64}, "to"), c.to, c.to, 0, final, &mu)
 			if err := env2.Execute(context.Background()); err != nil {
 				t.Fatal(err)
 			}
@@ -275,11 +286,11 @@ func snapshotKeyGroups(t *testing.T, st *store.Store, op store.OperatorSnapshot)
 func TestRestoreRefusesAnotherMaxParallelism(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
-	env := rescaleJob(t, clink.Options{CheckpointDir: dir, MaxParallelism: 64}, 2, 0, map[string]int64{}, &mu)
+	env := rescaleJob(t, clink.Options{CheckpointDir: dir, MaxParallelism: 64}, 2, 2, 0, map[string]int64{}, &mu)
 	if err := env.Execute(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	env2 := rescaleJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 128}, 2, 0, map[string]int64{}, &mu)
+	env2 := rescaleJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", MaxParallelism: 128}, 2, 2, 0, map[string]int64{}, &mu)
 	err := env2.Execute(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "max parallelism 64") || !strings.Contains(err.Error(), "cannot change") {
 		t.Fatalf("Execute = %v, want a refusal naming the max parallelism", err)

@@ -15,8 +15,9 @@ import (
 	"github.com/clinkstream/clink/metrics"
 )
 
-// Vertex is one node of a job graph: a chain of operators joined by forward
-// edges, run as Parallelism tasks.
+// Vertex is one node of a job graph: a chain of operators called one from
+// the other (joined by forward edges, or by keyed ones at parallelism 1),
+// run as Parallelism tasks.
 type Vertex struct {
 	// UID identifies the vertex in checkpoints; it must be stable across
 	// runs of the same job.
@@ -441,19 +442,26 @@ func (ex *execution) build(done <-chan struct{}) error {
 		if layout, err = readLayout(ex.store, ex.restore, cfg.MaxParallelism); err != nil {
 			return err
 		}
+		if err := layout.checkInFlight(g); err != nil {
+			return err
+		}
 	}
 	var participants []checkpoint.ParticipantID
 	var sources []*sourceTask
 	var listeners []CheckpointListener
 	for v, vx := range g.Vertices {
 		var old []*store.TaskSnapshot
+		var oldOps map[string][]*store.OperatorSnapshot
 		if layout != nil {
-			var err error
-			if old, err = layout.vertex(vx); err != nil {
+			r, err := layout.vertex(vx)
+			if err != nil {
 				return err
 			}
-			if len(old) != vx.Parallelism {
-				ex.log.Info("rescaling operator on restore", "operator", vx.UID, "from", len(old), "to", vx.Parallelism)
+			old, oldOps = r.tasks, r.ops
+			for _, uid := range vx.Operators {
+				if n := len(oldOps[uid]); n != 0 && n != vx.Parallelism {
+					ex.log.Info("rescaling operator on restore", "operator", uid, "from", n, "to", vx.Parallelism)
+				}
 			}
 		}
 		for s := 0; s < vx.Parallelism; s++ {
@@ -469,6 +477,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 				Logger:  ex.log.With("task", name),
 				Metrics: cfg.Metrics,
 			}
+			tc.RestoredOperators = oldOps
 			if old != nil {
 				if len(old) == vx.Parallelism {
 					tc.Restored = old[s]

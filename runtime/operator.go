@@ -10,7 +10,8 @@ import (
 )
 
 // TaskContext is what the runtime hands a task's operator chain when it
-// opens. Everything in it belongs to the task goroutine.
+// opens. It belongs to the task: the chain may read it from goroutines of
+// its own while it opens, and change nothing in it.
 type TaskContext struct {
 	// Vertex is the uid of the chain's head operator; Name is
 	// "<uid>-<subtask>", the task's snapshot file name.
@@ -26,6 +27,14 @@ type TaskContext struct {
 	// Restored is nil): keyed state is redistributed by key group; state
 	// that cannot be redistributed must refuse to open.
 	Rescaled []*store.TaskSnapshot
+	// RestoredOperators holds, on a restore, each operator's snapshots in
+	// every subtask of the task that held it, by old subtask: an operator
+	// restores from its own entry, at the parallelism it was checkpointed
+	// at, whichever task held it then (the chains of the job may differ
+	// from the checkpointed job's). Nil on a fresh start, or when no
+	// operator of the chain is named in the checkpoint (then Restored and
+	// Rescaled hold the task's state). Read-only: the subtasks share it.
+	RestoredOperators map[string][]*store.OperatorSnapshot
 	// Shared is the checkpoint directory's area for files that several
 	// checkpoints share (file-based state backends); nil without
 	// checkpointing.
@@ -41,7 +50,7 @@ type TaskContext struct {
 }
 
 // Chain is the part of a task the runtime calls: its operators, chained by
-// forward edges, seen as one. All methods run on the task goroutine, except
+// forward edges (and, at parallelism 1, keyed ones), seen as one. All methods run on the task goroutine, except
 // Operator.EncodeBatch.
 type Chain interface {
 	// Open prepares the chain and restores its state from tc.Restored.

@@ -88,29 +88,53 @@ func readLayout(st *store.Store, id checkpoint.ID, maxParallelism int) (*restore
 	return l, nil
 }
 
-// vertex returns the snapshots vx restores from, one per subtask the
-// checkpoint had: its own when the checkpoint holds its operators' state in
-// the snapshots of a vertex of its uid, otherwise snapshots put together
-// from the operators' states where they lie. Their parallelism may differ
-// from vx's (a rescale); in-flight records of an unaligned checkpoint can
-// neither be redistributed nor move to an operator that now reads them from
-// a chain rather than a channel.
-func (l *restoreLayout) vertex(vx *Vertex) ([]*store.TaskSnapshot, error) {
+// vertexRestore is what one vertex restores from.
+type vertexRestore struct {
+	// tasks are the snapshots of the head's task in every subtask the
+	// checkpoint had, the head's state first (TaskContext.Restored or
+	// Rescaled): its watermark and in-flight records. Nil when the head
+	// has no state in the checkpoint.
+	tasks []*store.TaskSnapshot
+	// ops holds each operator's snapshots in every subtask of the task
+	// that held it, by old subtask (TaskContext.RestoredOperators); nil
+	// when none of the vertex's operators is named in the checkpoint, and
+	// the vertex restores from the snapshots of its uid alone.
+	ops map[string][]*store.OperatorSnapshot
+}
+
+// vertex returns what vx restores from: each operator's state where the
+// checkpoint holds it, at the parallelism it was taken at (which may be
+// another than vx's, and differ between the operators of vx).
+func (l *restoreLayout) vertex(vx *Vertex) (*vertexRestore, error) {
 	ops := vx.Operators
 	if len(ops) == 0 {
 		ops = []string{vx.UID}
 	}
-	var holders []string
+	r := &vertexRestore{}
 	for _, uid := range ops {
-		if v, ok := l.where[uid]; ok && !slices.Contains(holders, v) {
-			holders = append(holders, v)
+		v, ok := l.where[uid]
+		if !ok {
+			continue // an operator new to the job
 		}
+		if r.ops == nil {
+			r.ops = map[string][]*store.OperatorSnapshot{}
+		}
+		snaps := l.tasks[v]
+		list := make([]*store.OperatorSnapshot, len(snaps))
+		for s, snap := range snaps {
+			if list[s] = findSnapshot(snap, uid); list[s] == nil {
+				return nil, fmt.Errorf("restoring checkpoint %d: snapshot %s lacks operator %s, which %s holds", l.id, snap.Task, uid, snaps[0].Task)
+			}
+		}
+		r.ops[uid] = list
 	}
-	var snaps []*store.TaskSnapshot
-	switch {
-	case len(holders) == 0 || len(holders) == 1 && holders[0] == vx.UID:
-		snaps = l.tasks[vx.UID]
-		if snaps == nil {
+	head := ops[0]
+	switch v, ok := l.where[head]; {
+	case r.ops == nil:
+		// None of the operators is named in the checkpoint: the vertex's
+		// own snapshots, if any, hold its state under other names.
+		r.tasks = l.tasks[vx.UID]
+		if r.tasks == nil {
 			// The error of reading the snapshot the vertex would have
 			// names the missing file.
 			_, err := l.st.ReadTaskSnapshot(l.id, store.SnapshotName(vx.UID, 0))
@@ -119,64 +143,87 @@ func (l *restoreLayout) vertex(vx *Vertex) ([]*store.TaskSnapshot, error) {
 			}
 			return nil, fmt.Errorf("restoring checkpoint %d: it holds no state of operator %s (a job restores only from checkpoints of its own operators): %w", l.id, vx.UID, err)
 		}
+	case !ok:
+		// A new head: its task starts afresh, the operators after it
+		// restore their own state.
+	case v == vx.UID:
+		r.tasks = l.tasks[v]
 	default:
-		var err error
-		if snaps, err = l.gather(vx, ops, holders); err != nil {
-			return nil, err
+		// The head's state lies in another task: its task snapshots are
+		// put together, with the head's state first.
+		for s, op := range r.ops[head] {
+			r.tasks = append(r.tasks, &store.TaskSnapshot{
+				Checkpoint: l.id, Task: store.SnapshotName(vx.UID, s),
+				Subtask: s, Parallelism: len(r.ops[head]), MaxParallelism: l.tasks[v][s].MaxParallelism,
+				Operators: []store.OperatorSnapshot{*op},
+			})
 		}
 	}
-	if len(snaps) != vx.Parallelism {
-		for _, snap := range snaps {
+	if len(r.tasks) != 0 && len(r.tasks) != vx.Parallelism {
+		for _, snap := range r.tasks {
+			if len(snap.Operators) > 0 && len(snap.Operators[0].InFlight) > 0 {
+				return nil, fmt.Errorf("restoring checkpoint %d: task %s holds in-flight records of an unaligned checkpoint, which cannot be redistributed from parallelism %d to %d; restore it at parallelism %d, or restore an aligned checkpoint",
+					l.id, snap.Task, len(r.tasks), vx.Parallelism, len(r.tasks))
+			}
+		}
+	}
+	return r, nil
+}
+
+// checkInFlight refuses the in-flight records of an unaligned checkpoint
+// when the job's tasks are not the checkpointed job's: a task numbers its
+// input channels by the tasks upstream, so records captured in one
+// channel would be replayed into another input, or into none.
+func (l *restoreLayout) checkInFlight(g *JobGraph) error {
+	why := l.layoutDiffers(g)
+	if why == "" {
+		return nil
+	}
+	vertices := make([]string, 0, len(l.tasks))
+	for v := range l.tasks {
+		vertices = append(vertices, v)
+	}
+	slices.Sort(vertices)
+	for _, v := range vertices {
+		for _, snap := range l.tasks[v] {
 			for _, op := range snap.Operators {
 				if len(op.InFlight) > 0 {
-					return nil, fmt.Errorf("restoring checkpoint %d: task %s holds in-flight records of an unaligned checkpoint, which cannot be redistributed from parallelism %d to %d; restore it at parallelism %d, or restore an aligned checkpoint",
-						l.id, snap.Task, len(snaps), vx.Parallelism, len(snaps))
+					return fmt.Errorf("restoring checkpoint %d: task %s holds in-flight records of an unaligned checkpoint, but the job's tasks are not the checkpointed job's (%s), so they cannot be replayed into the inputs they were taken from; restore an aligned checkpoint, or restore with the parallelism and 'clink.operator-chaining.keyed' (Options.KeyedChaining) the checkpoint was taken with",
+						l.id, snap.Task, why)
 				}
 			}
 		}
 	}
-	return snaps, nil
+	return nil
 }
 
-// gather puts together the snapshots of vx, whose operators ops (head
-// first) the checkpoint holds in the snapshots of the vertices holders.
-func (l *restoreLayout) gather(vx *Vertex, ops, holders []string) ([]*store.TaskSnapshot, error) {
-	p := len(l.tasks[holders[0]])
-	for _, h := range holders[1:] {
-		if n := len(l.tasks[h]); n != p {
-			return nil, fmt.Errorf("restoring checkpoint %d: operators of task %s were checkpointed at parallelism %d (in %s) and %d (in %s); they can restore into one chain only from one parallelism",
-				l.id, vx.UID, p, holders[0], n, h)
+// layoutDiffers says how the tasks of g differ from the checkpoint's, or
+// returns "" when each vertex of g has a task of the same operators in
+// the checkpoint and the checkpoint no other task.
+func (l *restoreLayout) layoutDiffers(g *JobGraph) string {
+	for _, vx := range g.Vertices {
+		snaps := l.tasks[vx.UID]
+		if snaps == nil {
+			return fmt.Sprintf("the checkpoint has no task %s", vx.UID)
+		}
+		if vx.Operators == nil {
+			continue
+		}
+		var had []string
+		for _, op := range snaps[0].Operators {
+			had = append(had, op.UID)
+		}
+		has := slices.Clone(vx.Operators)
+		slices.Sort(had)
+		slices.Sort(has)
+		if !slices.Equal(had, has) {
+			return fmt.Sprintf("task %s held operators %s and holds %s now", vx.UID, strings.Join(had, ", "), strings.Join(has, ", "))
 		}
 	}
-	head := ops[0]
-	if _, ok := l.where[head]; !ok {
-		return nil, fmt.Errorf("restoring checkpoint %d: it holds no state of operator %s, but does of the operators chained after it", l.id, head)
+	if len(l.tasks) != len(g.Vertices) {
+		return fmt.Sprintf("the checkpointed job had %d chains of operators, this one has %d", len(l.tasks), len(g.Vertices))
 	}
-	snaps := make([]*store.TaskSnapshot, p)
-	for s := range p {
-		snap := &store.TaskSnapshot{
-			Checkpoint: l.id, Task: store.SnapshotName(vx.UID, s),
-			Subtask: s, Parallelism: p, MaxParallelism: l.tasks[holders[0]][s].MaxParallelism,
-		}
-		for _, uid := range ops {
-			v, ok := l.where[uid]
-			if !ok {
-				continue // an operator new to the job
-			}
-			from := l.tasks[v][s]
-			op := findSnapshot(from, uid)
-			if op == nil {
-				return nil, fmt.Errorf("restoring checkpoint %d: snapshot %s lacks operator %s, which %s holds", l.id, from.Task, uid, l.tasks[v][0].Task)
-			}
-			if len(op.InFlight) > 0 && (uid != head || from.Operators[0].UID != uid) {
-				return nil, fmt.Errorf("restoring checkpoint %d: operator %s holds in-flight records of an unaligned checkpoint, and it is chained differently now (it was in task %s, it is in %s); restore the checkpoint with the parallelism it was taken at, or restore an aligned checkpoint",
-					l.id, uid, from.Task, snap.Task)
-			}
-			snap.Operators = append(snap.Operators, *op)
-		}
-		snaps[s] = snap
-	}
-	return snaps, nil
+	return ""
 }
 
 func findSnapshot(snap *store.TaskSnapshot, uid string) *store.OperatorSnapshot {
