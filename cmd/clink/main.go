@@ -15,11 +15,18 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/clinkstream/clink/internal/gctune"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A job's live heap is often a few tens of megabytes: without
+	// headroom the collector would run every few milliseconds (GOGC in
+	// the environment overrides this).
+	stopGC := gctune.Start(gctune.DefaultHeadroom)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopGC()
 	stop()
 	os.Exit(code)
 }
