@@ -302,12 +302,12 @@ func restoreStateOf(tc *runtime.TaskContext, uid string) restoreState {
 		return rs
 	}
 	if tc.Restored != nil {
-		rs.own = findOperator(tc.Restored, uid)
+		rs.own = tc.Restored.Operator(uid)
 	}
 	if len(tc.Rescaled) > 0 {
 		rs.from, rs.to = tc.Rescaled[0].Parallelism, tc.Parallelism
 		for _, snap := range tc.Rescaled {
-			if op := findOperator(snap, uid); op != nil {
+			if op := snap.Operator(uid); op != nil {
 				rs.rescaled = append(rs.rescaled, op)
 			}
 		}
@@ -325,17 +325,19 @@ func restoreStateOf(tc *runtime.TaskContext, uid string) restoreState {
 func (c *chain) openMembers(tc *runtime.TaskContext) error {
 	bc := c.bc
 	rss := make([]restoreState, len(bc.members))
-	restoring := 0
+	restores := make([]bool, len(bc.members)) // a keyed operator with state
+	n := 0
 	for i, m := range bc.members {
 		rss[i] = restoreStateOf(tc, m.uid())
-		if _, keyed := m.(backendHolder); keyed && !rss[i].empty() {
-			restoring++
+		_, keyed := m.(backendHolder)
+		if restores[i] = keyed && !rss[i].empty(); restores[i] {
+			n++
 		}
 	}
 	errs := make([]error, len(bc.members))
 	var wg sync.WaitGroup
 	for i, m := range bc.members {
-		if _, keyed := m.(backendHolder); keyed && restoring > 1 && !rss[i].empty() {
+		if restores[i] && n > 1 {
 			wg.Go(func() {
 				defer func() {
 					if r := recover(); r != nil {
@@ -564,12 +566,3 @@ func (c *sourceChain) Produce() (runtime.ProduceStatus, error) {
 }
 
 func (c *sourceChain) EndOfInput() error { return c.endOfInput() }
-
-func findOperator(snap *store.TaskSnapshot, uid string) *store.OperatorSnapshot {
-	for i := range snap.Operators {
-		if snap.Operators[i].UID == uid {
-			return &snap.Operators[i]
-		}
-	}
-	return nil
-}

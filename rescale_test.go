@@ -219,13 +219,11 @@ func TestRescaleOnRestore(t *testing.T) {
 // operatorSnapshot returns the state of operator uid in a task's snapshot.
 func operatorSnapshot(t *testing.T, snap *store.TaskSnapshot, uid string) store.OperatorSnapshot {
 	t.Helper()
-	for _, op := range snap.Operators {
-		if op.UID == uid {
-			return op
-		}
+	op := snap.Operator(uid)
+	if op == nil {
+		t.Fatalf("snapshot %s holds no state of operator %s", snap.Task, uid)
 	}
-	t.Fatalf("snapshot %s holds no state of operator %s", snap.Task, uid)
-	return store.OperatorSnapshot{}
+	return *op
 }
 
 // checkpointedOperator returns the state of operator uid in checkpoint
@@ -242,10 +240,8 @@ func checkpointedOperator(t *testing.T, st *store.Store, id checkpoint.ID, uid s
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, op := range snap.Operators {
-			if op.UID == uid {
-				return op
-			}
+		if op := snap.Operator(uid); op != nil {
+			return *op
 		}
 	}
 	t.Fatalf("checkpoint %d holds no state of operator %s", id, uid)

@@ -122,7 +122,7 @@ func (l *restoreLayout) vertex(vx *Vertex) (*vertexRestore, error) {
 		snaps := l.tasks[v]
 		list := make([]*store.OperatorSnapshot, len(snaps))
 		for s, snap := range snaps {
-			if list[s] = findSnapshot(snap, uid); list[s] == nil {
+			if list[s] = snap.Operator(uid); list[s] == nil {
 				return nil, fmt.Errorf("restoring checkpoint %d: snapshot %s lacks operator %s, which %s holds", l.id, snap.Task, uid, snaps[0].Task)
 			}
 		}
@@ -224,13 +224,4 @@ func (l *restoreLayout) layoutDiffers(g *JobGraph) string {
 		return fmt.Sprintf("the checkpointed job had %d chains of operators, this one has %d", len(l.tasks), len(g.Vertices))
 	}
 	return ""
-}
-
-func findSnapshot(snap *store.TaskSnapshot, uid string) *store.OperatorSnapshot {
-	for i := range snap.Operators {
-		if snap.Operators[i].UID == uid {
-			return &snap.Operators[i]
-		}
-	}
-	return nil
 }

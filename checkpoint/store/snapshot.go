@@ -93,6 +93,16 @@ type OperatorSnapshot struct {
 	InFlight []InFlight
 }
 
+// Operator returns the state of operator uid in s, or nil.
+func (s *TaskSnapshot) Operator(uid string) *OperatorSnapshot {
+	for i := range s.Operators {
+		if s.Operators[i].UID == uid {
+			return &s.Operators[i]
+		}
+	}
+	return nil
+}
+
 // KeyGroupState is the keyed state of one key group.
 type KeyGroupState struct {
 	KeyGroup int
