@@ -25,7 +25,10 @@ type Vertex struct {
 	Parallelism int
 	// Operators are the uids of the chain's operators, head first (nil
 	// stands for UID alone). A restore finds each one's state by its uid,
-	// in whichever task of the checkpoint holds it (see restoreLayout).
+	// in whichever task of the checkpoint holds it (see restoreLayout), so
+	// an operator uid must be unique in the whole job, not only in its
+	// chain: a checkpoint in which two tasks hold state of one uid is
+	// refused at restore.
 	Operators []string
 	// Exactly one of NewSource and NewOperator is set.
 	NewSource   func(subtask int) Source
