@@ -63,10 +63,13 @@ func (c *kgChanges[K, V]) writtenOnce() (once, again int64) {
 }
 
 // oldValue is a key's value before its first write of an interval; had is
-// false for a key that had none.
+// false for a key that had none. fresh says that the key was not in the
+// table then (recordOld without a value): a key listed without its old
+// value (record) has neither had nor fresh set.
 type oldValue[V any] struct {
-	v   V
-	had bool
+	v     V
+	had   bool
+	fresh bool
 }
 
 // record lists the key k of slot i, unless it is listed. A table that
@@ -90,7 +93,7 @@ func (c *kgChanges[K, V]) recordOld(i int, k K, old V, had bool) {
 	if b := uint64(1) << (i & 63); *w&b == 0 {
 		*w |= b
 		c.keys = append(c.keys, k)
-		c.olds = append(c.olds, oldValue[V]{v: old, had: had})
+		c.olds = append(c.olds, oldValue[V]{v: old, had: had, fresh: !had})
 	}
 }
 
@@ -198,8 +201,9 @@ type changeTable interface {
 	// earlier is empty): earlier are the captures of the same table whose
 	// changes no checkpoint has written, oldest first. A changed value is
 	// written as edits of the value it had before them when the table
-	// diffs values. It returns dst with the number of entries appended.
-	appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int)
+	// diffs values. It returns dst with the number of entries appended
+	// and the bytes of the chain they make redundant (see diffStats).
+	appendChanges(dst []byte, kg int, earlier []changeTable) (out []byte, n int, dead int64)
 	// appendDelimited appends every live entry of kg, delimited.
 	appendDelimited(dst []byte, kg int) ([]byte, int)
 	// hasChanges reports whether any key group has changes listed.
@@ -215,10 +219,10 @@ func (f *frozenCow[K, V]) hasChanges() bool {
 	return false
 }
 
-func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int) {
+func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int, int64) {
 	t := f.t
 	if !t.rng.Contains(kg) {
-		return dst, 0
+		return dst, 0, 0
 	}
 	g := kg - t.rng.Start
 	s := &f.shards[g]
@@ -232,12 +236,13 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 		listed += len(c.keys)
 	}
 	if listed == 0 {
-		return dst, 0
+		return dst, 0, 0
 	}
 	if 2*listed >= s.n && t.diff == nil {
+		mark := len(dst)
 		dst = append(dst, opReset)
 		dst, n := f.appendDelimited(dst, kg)
-		return dst, n + 1
+		return dst, n + 1, int64(len(dst) - mark)
 	}
 	if len(lists) == 0 {
 		// The common case: this capture's changes alone, written as they
@@ -252,7 +257,7 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 
 // appendOwnChanges appends the entries of shard g that f's change list
 // names, each key once, as they are looked up.
-func (f *frozenCow[K, V]) appendOwnChanges(dst []byte, g int) ([]byte, int) {
+func (f *frozenCow[K, V]) appendOwnChanges(dst []byte, g int) ([]byte, int, int64) {
 	n := 0
 	var scratch []byte
 	var st diffStats
@@ -263,7 +268,7 @@ func (f *frozenCow[K, V]) appendOwnChanges(dst []byte, g int) ([]byte, int) {
 		}
 	})
 	f.t.noteDiffs(&st)
-	return dst, n
+	return dst, n, st.dead
 }
 
 func (f *frozenCow[K, V]) appendDelimited(dst []byte, kg int) ([]byte, int) {

@@ -281,10 +281,10 @@ func (d *changedCow[K, V]) appendDelimited(dst []byte, kg int) ([]byte, int) {
 }
 
 // appendChanges implements changeTable.
-func (d *changedCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int) {
+func (d *changedCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTable) ([]byte, int, int64) {
 	t := d.t
 	if !t.rng.Contains(kg) {
-		return dst, 0
+		return dst, 0, 0
 	}
 	g := kg - t.rng.Start
 	lists := changedLists[K, V](earlier, g, nil)
@@ -373,13 +373,16 @@ func (f *frozenCow[K, V]) eachChanged(g int, buf []byte, fn func(*changedEntry[K
 // returns dst with the number of entries appended.
 // A reset list replaces everything before it: the delta then begins with
 // opReset, and its deletions only say that a key is absent.
-func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]byte, int) {
+func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]byte, int, int64) {
 	n := 0
+	mark := len(dst)
+	reset := false
 	for i := len(lists) - 1; i >= 0; i-- {
 		if lists[i].reset {
 			lists = lists[i:]
 			dst = append(dst, opReset)
 			n++
+			reset = true
 			break
 		}
 	}
@@ -402,13 +405,18 @@ func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]b
 			write(&entries[i])
 		}
 	}
-	return dst, n
+	if reset {
+		// The key group written whole replaces what the chain held of it.
+		return dst, n, int64(len(dst) - mark)
+	}
+	return dst, n, st.dead
 }
 
 // appendChanged appends the delimited entry of one changed entry: edits of
 // its old value when the table diffs values and the key had one, else its
 // value or its deletion. It writes nothing for a value the edits would
-// leave as it was, and reports whether it wrote.
+// leave as it was, and reports whether it wrote. It adds to st.dead the
+// bytes of the chain the entry makes redundant (see diffStats).
 func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratch []byte, st *diffStats) ([]byte, []byte, bool) {
 	if e.present && e.old.had && t.diff != nil {
 		mark := len(dst)
@@ -426,22 +434,64 @@ func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratc
 			dst = append(dst, scratch...)
 			dst = binary.AppendVarint(dst, 0)
 			st.spliced++
+			st.dead += int64(len(dst)-mark-len(scratch)) + editsCut(scratch)
 			return dst, scratch, true
 		}
 		dst = dst[:mark]
 		st.rewritten++
 	}
+	mark := len(dst)
 	if e.present {
 		dst, scratch = appendEntryOf(t, dst, e.k, &e.v, e.w, scratch)
-	} else {
-		dst, scratch = appendEntryOf(t, dst, e.k, nil, 0, scratch)
+		if !e.old.fresh {
+			// A value written again: the chain's one is as large,
+			// about.
+			st.dead += int64(len(dst) - mark)
+		}
+		return dst, scratch, true
+	}
+	dst, scratch = appendEntryOf(t, dst, e.k, nil, 0, scratch)
+	st.dead += int64(len(dst) - mark)
+	if e.old.had {
+		// The value the chain holds, written now only to be measured.
+		st.sized, scratch = appendEntryOf(t, st.sized[:0], e.k, &e.old.v, 0, scratch)
+		st.dead += int64(len(st.sized))
 	}
 	return dst, scratch, true
 }
 
+// editsCut returns how many bytes of the earlier value the edits (see
+// AppendEdit) replace.
+func editsCut(edits []byte) int64 {
+	var cut int64
+	for len(edits) > 0 {
+		_, n1 := binary.Uvarint(edits)
+		c, n2 := binary.Uvarint(edits[max(n1, 0):])
+		l, n3 := binary.Uvarint(edits[max(n1+n2, 0):])
+		p := n1 + n2 + n3
+		if n1 <= 0 || n2 <= 0 || n3 <= 0 || l > uint64(len(edits)-p) {
+			return cut
+		}
+		cut += int64(c)
+		edits = edits[p+int(l):]
+	}
+	return cut
+}
+
 // diffStats counts the changed values a delta wrote as edits (spliced) and
-// those it wrote whole although the key had an old value (rewritten).
-type diffStats struct{ spliced, rewritten int64 }
+// those it wrote whole although the key had an old value (rewritten), and
+// the bytes of the chain before the delta that its entries make redundant
+// (dead): all of a value written again or deleted, the bytes edits cut,
+// and the bytes of entries that hold nothing the chain still needs (the
+// headers of edits, deletions), but nothing for a key the chain did not
+// hold. A value whose old one is unknown (a table that does not diff
+// values, or a key listed without it) counts as written again. sized is
+// scratch space for the size of a deleted value.
+type diffStats struct {
+	spliced, rewritten int64
+	dead               int64
+	sized              []byte
+}
 
 // noteDiffs adds st to the table's counts, which tell whether its values
 // grow by appending (appends).

@@ -30,13 +30,15 @@ import (
 // instead of freezing the tables (deltacapture.go): the tables' slot
 // arrays are not shared with it, so writes after it copy nothing.
 //
-// Once the deltas since the base outgrow twice the base (and
-// MemoryOptions.MaterializeBytes), or the chain holds more than
-// maxChainFiles files, the next capture also freezes the tables, and a
-// goroutine of the backend writes a new base from that frozen view,
-// beside the checkpoints; the first checkpoint after it is done lists
-// that base and the deltas written after its capture, and the files
-// before it are collected when the last checkpoint listing them is.
+// Once the bytes the deltas since the base make redundant (values written
+// again or deleted, bytes that edits cut; not values appended to or keys
+// added) outgrow twice the base (and MemoryOptions.MaterializeBytes), so
+// that a restore would read more that is dead than is live, or the chain
+// holds more than maxChainFiles files, the next capture also freezes the
+// tables, and a goroutine of the backend writes a new base from that
+// frozen view, beside the checkpoints; the first checkpoint after it is
+// done lists that base and the deltas written after its capture, and the
+// files before it are collected when the last checkpoint listing them is.
 //
 // Restore merges, per key group and table, the last base that covers the
 // key group with the deltas after it, and then keeps the chain: the next
@@ -50,9 +52,12 @@ type MemoryOptions struct {
 	// shared storage that implements SharedWriter (a checkpoint
 	// directory); Captured.Persist still returns the full state.
 	Incremental bool
-	// MaterializeBytes is the volume of deltas after which a new base is
-	// written, when it also exceeds twice the size of the base (default
-	// DefaultMaterializeBytes).
+	// MaterializeBytes is the volume of bytes the deltas since the base
+	// make redundant (values they replace or delete) after which a new
+	// base is written, when it also exceeds twice the size of the base
+	// (default DefaultMaterializeBytes). Deltas that only add keys or
+	// append to values do not count: a new base would hold their bytes
+	// too.
 	MaterializeBytes int64
 	// PreemptiveEntries is how many changed entries the tables may gather
 	// between checkpoints before the backend writes them ahead of the next
@@ -91,10 +96,11 @@ const minPreemptiveEntries = 1024
 // DefaultMaterializeBytes is the default of MemoryOptions.MaterializeBytes.
 const DefaultMaterializeBytes = 64 << 20
 
-// materializeRatio is how many times the size of the base the deltas
-// since it grow to before a new base is written: writing bases costs about
-// 1/materializeRatio of writing the deltas, and a restore reads at most
-// 1+materializeRatio times the state.
+// materializeRatio is how many times the size of the base the bytes the
+// deltas since it make redundant grow to before a new base is written:
+// writing bases costs about 1/materializeRatio of writing the deltas that
+// replace values, and a restore reads at most materializeRatio times the
+// state in bytes it then drops.
 const materializeRatio = 2
 
 // maxChainFiles bounds the files of a chain whose deltas are small: each
@@ -147,6 +153,9 @@ type chainFile struct {
 	// range of the backend that wrote it, narrowed by rescaling.
 	applies KeyGroupRange
 	size    int64
+	// dead is how many bytes of the files before it a delta makes
+	// redundant (see diffStats); a restored delta counts all of its size.
+	dead int64
 	// seq is the capture the file holds the state (base) or changes
 	// (delta) of; 0 for files of a restored chain.
 	seq uint64
@@ -193,8 +202,10 @@ type incrState struct {
 	chain       []chainFile
 	// lastSeq is the newest capture whose changes the chain holds.
 	lastSeq uint64
-	// baseBytes and deltaBytes total the chain's files.
-	baseBytes, deltaBytes int64
+	// baseBytes totals the chain's bases and deadBytes what its deltas
+	// make redundant (chainFile.dead): the bytes a restore reads that a
+	// new base would not hold.
+	baseBytes, deadBytes int64
 	// full: the next checkpoint writes a base (restored from a full
 	// snapshot, or the chain was lost).
 	full bool
@@ -358,7 +369,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		pre = append(pre, *u.file)
 	}
 	chain := slices.Clone(inc.chain)
-	baseBytes, deltaBytes := inc.baseBytes, inc.deltaBytes
+	baseBytes, deadBytes := inc.baseBytes, inc.deadBytes
 	newBase := inc.matDone
 	inc.mu.Unlock()
 
@@ -411,7 +422,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		inc.mu.Lock()
 		inc.dropUnpersisted(c.seq)
 		inc.chain, inc.lastSeq, inc.full = []chainFile{f}, c.seq, false
-		inc.baseBytes, inc.deltaBytes = f.size, 0
+		inc.baseBytes, inc.deadBytes = f.size, 0
 		inc.mu.Unlock()
 		return c.manifest([]chainFile{f}), nil
 	}
@@ -422,11 +433,11 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		// collected it before any checkpoint listed it.
 		if sw.Has(newBase.name) {
 			rest := []chainFile{*newBase}
-			deltaBytes = 0
+			deadBytes = 0
 			for _, f := range chain {
 				if f.seq > newBase.seq {
 					rest = append(rest, f)
-					deltaBytes += f.size
+					deadBytes += f.dead
 				}
 			}
 			chain, baseBytes = rest, newBase.size
@@ -452,7 +463,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	}
 	for _, f := range pre {
 		chain = append(chain, f)
-		deltaBytes += f.size
+		deadBytes += f.dead
 	}
 	earlier = earlier[len(pre):]
 	changed := c.hasChanges(earlier)
@@ -462,7 +473,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 			return nil, err
 		}
 		chain = append(chain, f)
-		deltaBytes += f.size
+		deadBytes += f.dead
 	}
 
 	inc.mu.Lock()
@@ -470,9 +481,9 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		inc.matDone = nil
 	}
 	inc.chain, inc.lastSeq = chain, c.seq
-	inc.baseBytes, inc.deltaBytes = baseBytes, deltaBytes
+	inc.baseBytes, inc.deadBytes = baseBytes, deadBytes
 	inc.dropUnpersisted(c.seq)
-	due := deltaBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles
+	due := deadBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles
 	switch {
 	case inc.matRunning || inc.matDone != nil || inc.closing.Load() || !due && c.whole == nil:
 	case c.changes && c.whole == nil:
@@ -582,7 +593,9 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 				if base {
 					scratch, n = ct.appendDelimited(scratch[:0], kg)
 				} else {
-					scratch, n = ct.appendChanges(scratch[:0], kg, before[i])
+					var dead int64
+					scratch, n, dead = ct.appendChanges(scratch[:0], kg, before[i])
+					f.dead += dead
 				}
 				if n > 0 {
 					sec = appendFileSection(sec[:0], kg, c.names[i], n, scratch)
@@ -1179,12 +1192,14 @@ func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
 			return nil
 		}
 		inc.chain = chain
-		inc.baseBytes, inc.deltaBytes = 0, 0
-		for _, f := range chain {
+		inc.baseBytes, inc.deadBytes = 0, 0
+		for i, f := range chain {
 			if f.base {
 				inc.baseBytes += f.size
 			} else {
-				inc.deltaBytes += f.size
+				// What a delta made redundant is not in the manifest.
+				chain[i].dead = f.size
+				inc.deadBytes += f.size
 			}
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/clinkstream/clink/state"
 	"github.com/clinkstream/clink/state/statetest"
@@ -315,5 +317,91 @@ func FuzzMemoryChainSplice(f *testing.F) {
 			return
 		}
 		_, _ = state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[sides]())
+	})
+}
+
+// TestMemoryIncrementalMaterializeRedundant checks what makes a new base
+// be written: not deltas that only append to values (a base would hold
+// their bytes too), however large they grow beside the base, but values
+// written again whole and values deleted, which leave bytes in the chain
+// that a restore reads and drops. Every checkpoint restores to the model.
+func TestMemoryIncrementalMaterializeRedundant(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	const materialize = 32 << 10
+	b := newIncremental(t, materialize)
+	defer b.Close()
+	if err := b.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := sidesModel{}
+	bases := map[string]bool{}
+	checkpoint := func(what string, round int) {
+		t.Helper()
+		fs := statetest.PersistFiles(t, b, sf)
+		for _, n := range fs.Shared {
+			if strings.HasSuffix(n, ".base") {
+				bases[n] = true
+			}
+		}
+		r, _, got := restoredSides(t, []*state.FileState{fs}, sf, full)
+		r.Close()
+		if got.String() != m.String() {
+			t.Fatalf("%s, round %d: restored state differs\ngot:\n%s\nwant:\n%s", what, round, got, m)
+		}
+	}
+	put := func(k int64, s sides) {
+		v.Put(k, s)
+		m[k] = sides{L: slices.Clone(s.L), R: slices.Clone(s.R)}
+	}
+	const keys = 50
+	// Appends of 200 bytes to every key each round: the deltas (the chain
+	// of a new backend begins with one) outgrow MaterializeBytes many
+	// times over, and every byte they hold but their entries' headers is
+	// live.
+	for round := range 40 {
+		for k := range int64(keys) {
+			cur, _ := v.Get(k)
+			put(k, sides{L: append(cur.L, bytes.Repeat([]byte{byte('a' + round%26)}, 200)...), R: cur.R})
+		}
+		checkpoint("appending", round)
+	}
+	if len(bases) != 0 {
+		t.Fatalf("%d bases were written while values only grew by appending, want none", len(bases))
+	}
+	// Each value written again whole: the chain's copies are dead, and a
+	// new base follows within a few checkpoints.
+	waitBase := func(what string, change func(round int)) {
+		t.Helper()
+		had := len(bases)
+		deadline := time.Now().Add(20 * time.Second)
+		for round := 0; len(bases) == had; round++ {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no new base after %d checkpoints", what, round)
+			}
+			change(round)
+			checkpoint(what, round)
+		}
+	}
+	waitBase("rewriting", func(round int) {
+		for k := range int64(keys) {
+			cur, _ := v.Get(k)
+			put(k, sides{L: bytes.Repeat([]byte{byte('A' + round%26)}, len(cur.L)), R: []byte{byte(round)}})
+		}
+	})
+	// Each key deleted, then new small keys only added: the deletions make
+	// the chain's values dead.
+	waitBase("deleting", func(round int) {
+		if round == 0 {
+			for k := range int64(keys) {
+				v.Delete(k)
+				delete(m, k)
+			}
+		}
+		put(int64(1000+round), sides{L: []byte("new")})
 	})
 }
