@@ -358,8 +358,16 @@ func AppendEdit(dst []byte, off, cut int, ins []byte) []byte {
 	return append(dst, ins...)
 }
 
-// applyEdits appends to dst the encoding old turns into by edits.
-func applyEdits(dst, old, edits []byte) ([]byte, error) {
+// edit is one parsed edit (see AppendEdit): cut bytes of the earlier
+// encoding at off replaced by ins.
+type edit struct {
+	off, cut int
+	ins      []byte
+}
+
+// parseEdits appends to dst the edits of an earlier encoding of oldLen
+// bytes, checking that they are in order and inside it.
+func parseEdits(dst []edit, oldLen int, edits []byte) ([]edit, error) {
 	pos := 0
 	for len(edits) > 0 {
 		off, n1 := binary.Uvarint(edits)
@@ -375,15 +383,75 @@ func applyEdits(dst, old, edits []byte) ([]byte, error) {
 		if n3 <= 0 || l > uint64(len(edits)-p) {
 			return dst, fmt.Errorf("edit bytes are truncated: %w", ErrShortBuffer)
 		}
-		if off < uint64(pos) || off > uint64(len(old)) || cut > uint64(len(old))-off {
-			return dst, fmt.Errorf("edit at byte %d of %d replacing %d bytes is out of order or out of the earlier value", off, len(old), cut)
+		if off < uint64(pos) || off > uint64(oldLen) || cut > uint64(oldLen)-off {
+			return dst, fmt.Errorf("edit at byte %d of %d replacing %d bytes is out of order or out of the earlier value", off, oldLen, cut)
 		}
-		dst = append(dst, old[pos:off]...)
-		dst = append(dst, edits[p:p+int(l)]...)
+		dst = append(dst, edit{off: int(off), cut: int(cut), ins: edits[p : p+int(l)]})
 		pos = int(off + cut)
 		edits = edits[p+int(l):]
 	}
-	return append(dst, old[pos:]...), nil
+	return dst, nil
+}
+
+// applyEdits appends to dst the encoding old turns into by edits.
+func applyEdits(dst, old, edits []byte) ([]byte, error) {
+	var arr [4]edit
+	es, err := parseEdits(arr[:0], len(old), edits)
+	if err != nil {
+		return dst, err
+	}
+	return appendEdited(dst, old, es), nil
+}
+
+// appendEdited appends to dst the encoding old turns into by es.
+func appendEdited(dst, old []byte, es []edit) []byte {
+	pos := 0
+	for _, e := range es {
+		dst = append(dst, old[pos:e.off]...)
+		dst = append(dst, e.ins...)
+		pos = e.off + e.cut
+	}
+	return append(dst, old[pos:]...)
+}
+
+// editValue returns the encoding old turns into by edits. When owned (old
+// is a buffer no one else refers to) and the edits leave every byte of old
+// at or after its place and fit its capacity, as appending to a value
+// does, it edits old in place, moving only the bytes after the first edit
+// that changes the length; else it copies into a new buffer with room to
+// grow by a quarter, or by four times what the edits added, so that a
+// value edited by many deltas in turn is copied a bounded number of times
+// per byte.
+func editValue(old []byte, owned bool, edits []byte) ([]byte, error) {
+	var arr [4]edit
+	es, err := parseEdits(arr[:0], len(old), edits)
+	if err != nil {
+		return nil, err
+	}
+	n, grows := len(old), true
+	for _, e := range es {
+		// The bytes after e move by n-len(old): not to the left.
+		n += len(e.ins) - e.cut
+		grows = grows && n >= len(old)
+	}
+	if !owned || !grows || n > cap(old) {
+		room := max(n/4, 4*(n-len(old)))
+		return appendEdited(make([]byte, 0, n+room), old, es), nil
+	}
+	out := old[:n]
+	// Right to left: each kept run moves right (or stays), over bytes
+	// already moved or not needed.
+	end := len(old) // end of the kept run after edit i, in old
+	shift := n - len(old)
+	for i := len(es) - 1; i >= 0; i-- {
+		e := es[i]
+		from := e.off + e.cut
+		copy(out[from+shift:end+shift], old[from:end])
+		shift -= len(e.ins) - e.cut
+		copy(out[e.off+shift:], e.ins)
+		end = e.off
+	}
+	return out, nil
 }
 
 // diffFor returns the function that diffs values of codec vc: its own

@@ -1,8 +1,13 @@
 package state
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
+	"unsafe"
 )
 
 // TestApplyEditsRefusesBadEdits checks that edits out of order, out of
@@ -31,5 +36,56 @@ func TestApplyEditsRefusesBadEdits(t *testing.T) {
 		} else if name == "bytes cut short" && !errors.Is(err, ErrShortBuffer) {
 			t.Errorf("%s: %v, want ErrShortBuffer", name, err)
 		}
+	}
+}
+
+// TestEditValueMatchesApplyEdits checks editValue, in place and by
+// copying, against applyEdits on random edits of random values, with the
+// edited value edited again, as a restore edits a value once per delta.
+func TestEditValueMatchesApplyEdits(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	inPlace := 0
+	for trial := range 2000 {
+		want := []byte(fmt.Sprint("v", trial))
+		cur, owned := slices.Clone(want), false
+		for step := range 12 {
+			var edits []byte
+			pos := 0
+			for pos <= len(want) && rnd.IntN(3) != 0 {
+				off := pos + rnd.IntN(len(want)-pos+1)
+				cut := rnd.IntN(len(want) - off + 1)
+				if rnd.IntN(2) == 0 {
+					cut = 0 // mostly appends, as a join's state
+				}
+				ins := bytes.Repeat([]byte{byte('a' + step)}, rnd.IntN(20))
+				edits = AppendEdit(edits, off, cut, ins)
+				pos = off + cut + 1
+			}
+			next, err := applyEdits(nil, want, edits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := unsafe.SliceData(cur)
+			got, err := editValue(cur, owned, edits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, next) {
+				t.Fatalf("trial %d, step %d: editValue(%q, owned %v) = %q, applyEdits = %q", trial, step, want, owned, got, next)
+			}
+			if unsafe.SliceData(got) == before {
+				if !owned {
+					t.Fatalf("trial %d, step %d: edited a buffer it does not own", trial, step)
+				}
+				inPlace++
+			}
+			want, cur, owned = next, got, true
+		}
+	}
+	if inPlace == 0 {
+		t.Fatal("no value was edited in place")
+	}
+	if _, err := editValue([]byte("abc"), true, AppendEdit(nil, 4, 0, nil)); err == nil {
+		t.Fatal("an edit past the end: no error")
 	}
 }

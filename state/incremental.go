@@ -927,7 +927,12 @@ type delimitedEntry struct {
 	key    []byte
 	value  []byte
 	w      int64
-	raw    []byte // the whole delimited entry
+	// raw is the whole delimited entry; nil for a value the merge edited
+	// (owned), which is written anew.
+	raw []byte
+	// owned: value is a buffer of the merge, which edits may change in
+	// place (editValue).
+	owned bool
 }
 
 // nextEntry decodes the delimited entry at the front of b.
@@ -977,20 +982,15 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 	return e, p, nil
 }
 
-// putEntry returns the delimited put entry of key k with value v and write
-// time w.
-func putEntry(k, v []byte, w int64) delimitedEntry {
-	raw := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(k)+len(v)+binary.MaxVarintLen64)
-	raw = append(raw, opPut)
-	raw = binary.AppendUvarint(raw, uint64(len(k)))
-	raw = append(raw, k...)
-	p := len(raw)
-	raw = binary.AppendUvarint(raw, uint64(len(v)))
-	raw = append(raw, v...)
-	raw = binary.AppendVarint(raw, w)
-	e := delimitedEntry{key: raw[1+uvarintLen(uint64(len(k))) : 1+uvarintLen(uint64(len(k)))+len(k)], w: w, raw: raw}
-	e.value = raw[p+uvarintLen(uint64(len(v))) : p+uvarintLen(uint64(len(v)))+len(v)]
-	return e
+// appendPutEntry appends the delimited put entry of key k with value v and
+// write time w.
+func appendPutEntry(dst, k, v []byte, w int64) []byte {
+	dst = append(dst, opPut)
+	dst = binary.AppendUvarint(dst, uint64(len(k)))
+	dst = append(dst, k...)
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	dst = append(dst, v...)
+	return binary.AppendVarint(dst, w)
 }
 
 // eachEntry calls f for the entries of a section.
@@ -1018,7 +1018,11 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 		m.data = append(m.data, e.key...)
 		m.data = append(m.data, e.value...)
 		m.data = binary.AppendVarint(m.data, e.w)
-		m.delimited = append(m.delimited, e.raw...)
+		if e.raw != nil {
+			m.delimited = append(m.delimited, e.raw...)
+		} else {
+			m.delimited = appendPutEntry(m.delimited, e.key, e.value, e.w)
+		}
 		m.entries++
 	}
 	if len(secs) == 1 {
@@ -1070,12 +1074,12 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: edits of a value the chain does not hold", kg, name, si+1, i)
 					return
 				}
-				v, err := applyEdits(nil, before.value, e.value)
+				v, err := editValue(before.value, before.owned, e.value)
 				if err != nil {
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: %w", kg, name, si+1, i, err)
 					return
 				}
-				e = putEntry(e.key, v, e.w)
+				e = delimitedEntry{key: e.key, value: v, w: e.w, owned: true}
 			}
 			if j, ok := latest[string(e.key)]; ok {
 				changes[j] = e
@@ -1091,11 +1095,22 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 			return m, err
 		}
 	}
+	// Room for every entry, as it grows by the edits.
+	size := len(secs[0].data)
+	for _, e := range changes {
+		size += len(e.key) + len(e.value) + 3*binary.MaxVarintLen64
+	}
+	m.data, m.delimited = make([]byte, 0, size), make([]byte, 0, size)
+	spliced := false
 	err := eachEntry(kg, secs[0], func(e delimitedEntry) {
+		spliced = spliced || e.splice
 		if _, changed := latest[string(e.key)]; !changed && !e.del {
 			put(e)
 		}
 	})
+	if err == nil && spliced {
+		err = fmt.Errorf("key group %d, table %q: edits of a value the chain does not hold before them", kg, name)
+	}
 	if err != nil {
 		return m, err
 	}
