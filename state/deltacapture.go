@@ -3,6 +3,7 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 )
 
@@ -463,17 +464,13 @@ func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratc
 // editsCut returns how many bytes of the earlier value the edits (see
 // AppendEdit) replace.
 func editsCut(edits []byte) int64 {
+	var arr [4]edit
+	// The edits were just made: the earlier value's length is not needed
+	// to check them.
+	es, _ := parseEdits(arr[:0], math.MaxInt, edits)
 	var cut int64
-	for len(edits) > 0 {
-		_, n1 := binary.Uvarint(edits)
-		c, n2 := binary.Uvarint(edits[max(n1, 0):])
-		l, n3 := binary.Uvarint(edits[max(n1+n2, 0):])
-		p := n1 + n2 + n3
-		if n1 <= 0 || n2 <= 0 || n3 <= 0 || l > uint64(len(edits)-p) {
-			return cut
-		}
-		cut += int64(c)
-		edits = edits[p+int(l):]
+	for _, e := range es {
+		cut += int64(e.cut)
 	}
 	return cut
 }

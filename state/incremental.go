@@ -927,12 +927,10 @@ type delimitedEntry struct {
 	key    []byte
 	value  []byte
 	w      int64
-	// raw is the whole delimited entry; nil for a value the merge edited
-	// (owned), which is written anew.
+	// raw is the whole delimited entry; nil for a value the merge edited,
+	// which is a buffer of the merge that later edits may change in place
+	// (editValue) and is written anew.
 	raw []byte
-	// owned: value is a buffer of the merge, which edits may change in
-	// place (editValue).
-	owned bool
 }
 
 // nextEntry decodes the delimited entry at the front of b.
@@ -1025,22 +1023,6 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 		}
 		m.entries++
 	}
-	if len(secs) == 1 {
-		// A delta first in its chain may delete keys the state never had.
-		var spliced error
-		err := eachEntry(kg, secs[0], func(e delimitedEntry) {
-			if e.splice && spliced == nil {
-				spliced = fmt.Errorf("key group %d, table %q: edits of a value the chain does not hold before them", kg, name)
-			}
-			if !e.del {
-				put(e)
-			}
-		})
-		if err == nil {
-			err = spliced
-		}
-		return m, err
-	}
 	// The last entry of each key in the sections after the first; edits
 	// are applied onto the key's value before them, from these sections
 	// or the first (base, indexed on the first edit).
@@ -1074,12 +1056,12 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: edits of a value the chain does not hold", kg, name, si+1, i)
 					return
 				}
-				v, err := editValue(before.value, before.owned, e.value)
+				v, err := editValue(before.value, before.raw == nil, e.value)
 				if err != nil {
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: %w", kg, name, si+1, i, err)
 					return
 				}
-				e = delimitedEntry{key: e.key, value: v, w: e.w, owned: true}
+				e = delimitedEntry{key: e.key, value: v, w: e.w}
 			}
 			if j, ok := latest[string(e.key)]; ok {
 				changes[j] = e
@@ -1101,6 +1083,9 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 		size += len(e.key) + len(e.value) + 3*binary.MaxVarintLen64
 	}
 	m.data, m.delimited = make([]byte, 0, size), make([]byte, 0, size)
+	// The first section's entries that no later one replaced. A delta
+	// first in its chain may delete keys the state never had, but not
+	// edit their values.
 	spliced := false
 	err := eachEntry(kg, secs[0], func(e delimitedEntry) {
 		spliced = spliced || e.splice

@@ -41,15 +41,8 @@ func newest(fs *state.FileState) string { return fs.Shared[len(fs.Shared)-1] }
 // restores to the value.
 func TestMemoryIncrementalDeltaOfAppend(t *testing.T) {
 	sf := &dirShared{dir: t.TempDir()}
-	b := newIncremental(t, 1<<30)
+	b, v := openSides(t, 1<<30, state.KeyGroupRange{Start: 0, End: 4}, 4)
 	defer b.Close()
-	if err := b.Open(state.KeyGroupRange{Start: 0, End: 4}, 4); err != nil {
-		t.Fatal(err)
-	}
-	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
-	if err != nil {
-		t.Fatal(err)
-	}
 	big := make([]byte, 100_000, 200_000)
 	for i := range big {
 		big[i] = byte(i)
@@ -164,6 +157,22 @@ func mutateSides(rnd *rand.Rand, v *state.ValueState[int64, sides], m sidesModel
 	}
 }
 
+// openSides returns an incremental memory backend open for rng of maxP,
+// which materializes after materialize bytes, and its value state "v" of
+// sides.
+func openSides(t fataler, materialize int64, rng state.KeyGroupRange, maxP int) (*state.MemoryBackend, *state.ValueState[int64, sides]) {
+	t.Helper()
+	b := newIncremental(t, materialize)
+	if err := b.Open(rng, maxP); err != nil {
+		t.Fatal(err)
+	}
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, v
+}
+
 // restoredSides restores fs into a backend of range rng and returns its
 // state.
 func restoredSides(t *testing.T, fs []*state.FileState, sf *dirShared, rng state.KeyGroupRange) (*state.MemoryBackend, *state.ValueState[int64, sides], sidesModel) {
@@ -201,15 +210,8 @@ func (m sidesModel) only(rng state.KeyGroupRange) sidesModel {
 func TestMemoryIncrementalSpliceChain(t *testing.T) {
 	sf := &dirShared{dir: t.TempDir()}
 	full := state.KeyGroupRange{Start: 0, End: incMaxP}
-	b := newIncremental(t, 1<<12)
+	b, v := openSides(t, 1<<12, full, incMaxP)
 	defer b.Close()
-	if err := b.Open(full, incMaxP); err != nil {
-		t.Fatal(err)
-	}
-	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
-	if err != nil {
-		t.Fatal(err)
-	}
 	rnd := rand.New(rand.NewPCG(3, 4))
 	m := sidesModel{}
 	for round := range 50 {
@@ -252,15 +254,8 @@ func TestMemoryIncrementalSpliceChain(t *testing.T) {
 func FuzzMemoryChainSplice(f *testing.F) {
 	dir := f.TempDir()
 	sf := &dirShared{dir: dir}
-	b := newIncremental(f, 1<<30)
+	b, v := openSides(f, 1<<30, state.KeyGroupRange{Start: 0, End: 4}, 4)
 	defer b.Close()
-	if err := b.Open(state.KeyGroupRange{Start: 0, End: 4}, 4); err != nil {
-		f.Fatal(err)
-	}
-	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
-	if err != nil {
-		f.Fatal(err)
-	}
 	for k := range int64(6) {
 		v.Put(k, sides{L: append(make([]byte, 0, 64), "abc"...)})
 	}
@@ -329,15 +324,8 @@ func TestMemoryIncrementalMaterializeRedundant(t *testing.T) {
 	sf := &dirShared{dir: t.TempDir()}
 	full := state.KeyGroupRange{Start: 0, End: incMaxP}
 	const materialize = 32 << 10
-	b := newIncremental(t, materialize)
+	b, v := openSides(t, materialize, full, incMaxP)
 	defer b.Close()
-	if err := b.Open(full, incMaxP); err != nil {
-		t.Fatal(err)
-	}
-	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[sides]())
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := sidesModel{}
 	bases := map[string]bool{}
 	checkpoint := func(what string, round int) {
@@ -413,15 +401,8 @@ func TestMemoryIncrementalMaterializeRedundant(t *testing.T) {
 func BenchmarkMemoryRestoreAppendChain(b *testing.B) {
 	sf := &dirShared{dir: b.TempDir()}
 	full := state.KeyGroupRange{Start: 0, End: incMaxP}
-	src := newIncremental(b, 1<<40)
+	src, v := openSides(b, 1<<40, full, incMaxP)
 	defer src.Close()
-	if err := src.Open(full, incMaxP); err != nil {
-		b.Fatal(err)
-	}
-	v, err := state.NewValue(src, "v", state.CodecFor[int64](), state.CodecFor[sides]())
-	if err != nil {
-		b.Fatal(err)
-	}
 	const keys = 20000
 	row := bytes.Repeat([]byte{'r'}, 100)
 	rnd := rand.New(rand.NewPCG(5, 6))
