@@ -137,13 +137,48 @@ type MemoryBackend struct {
 	inc         *incrState
 }
 
+// restoredGroup is the restored state of one table in one key group, in
+// one of two encodings: data, as FrozenTable.AppendGroup encodes it
+// (restored from key-group data), or delim, the delimited put entries of
+// the files of incremental checkpoints (see changelog.go).
 type restoredGroup struct {
 	kg      int
 	entries int
 	data    []byte
-	// delim is the delimited form of data, when it was restored from the
-	// files of an incremental checkpoint (see changelog.go).
-	delim []byte
+	delim   []byte
+}
+
+// delimitedRestorer is a Table that decodes delimited put entries itself,
+// without their key-group data encoding built first.
+type delimitedRestorer interface {
+	restoreDelimited(kg, entries int, delim []byte) error
+}
+
+// restoreInto adds g's entries to t.
+func (g restoredGroup) restoreInto(t Table) error {
+	if g.delim == nil {
+		return t.RestoreGroup(g.kg, g.entries, g.data)
+	}
+	if dr, ok := t.(delimitedRestorer); ok {
+		return dr.restoreDelimited(g.kg, g.entries, g.delim)
+	}
+	data, err := g.groupData()
+	if err != nil {
+		return err
+	}
+	return t.RestoreGroup(g.kg, g.entries, data)
+}
+
+// groupData returns g's entries as FrozenTable.AppendGroup encodes them.
+func (g restoredGroup) groupData() ([]byte, error) {
+	if g.delim == nil {
+		return g.data, nil
+	}
+	data, err := undelimit(nil, g.entries, g.delim)
+	if err != nil {
+		return nil, fmt.Errorf("key group %d: %w", g.kg, err)
+	}
+	return data, nil
 }
 
 // NewMemoryBackend returns an empty memory backend.
@@ -181,10 +216,14 @@ func (b *MemoryBackend) Register(t Table) error {
 	}
 	b.byName[t.Name()] = t
 	b.tables = append(b.tables, t)
-	for _, g := range b.restored[t.Name()] {
-		if err := t.RestoreGroup(g.kg, g.entries, g.data); err != nil {
+	groups := b.restored[t.Name()]
+	for i, g := range groups {
+		if err := g.restoreInto(t); err != nil {
 			return fmt.Errorf("restoring state %q: %w", t.Name(), err)
 		}
+		// The table holds its entries decoded now: let the collector
+		// have the encoded ones group by group.
+		groups[i] = restoredGroup{}
 	}
 	delete(b.restored, t.Name())
 	return nil
@@ -304,7 +343,11 @@ func (c *memoryCapture) Persist() ([]KeyGroupData, error) {
 		for _, p := range c.pending {
 			for _, g := range p.groups {
 				if g.kg == kg {
-					data = appendSection(data, p.name, g.entries, g.data)
+					gd, err := g.groupData()
+					if err != nil {
+						return nil, fmt.Errorf("state %q: %w", p.name, err)
+					}
+					data = appendSection(data, p.name, g.entries, gd)
 					total += g.entries
 				}
 			}

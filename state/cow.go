@@ -776,13 +776,7 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 	if !t.rng.Contains(kg) {
 		return nil
 	}
-	t.lastSlot = nil
-	s := &t.shards[kg-t.rng.Start]
-	// Make room for the entries up front; every entry takes at least one
-	// byte, so data bounds what a corrupt count can reserve.
-	if need := s.n + min(entries, len(data)); need*maxLoadDen > len(s.slots)*maxLoadNum {
-		t.grow(s, need)
-	}
+	s := t.restoreShard(kg, entries, len(data))
 	for i := 0; i < entries; i++ {
 		k, n, err := t.keyCodec.Decode(data)
 		if err != nil {
@@ -799,30 +793,93 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 			return fmt.Errorf("key group %d, entry %d: decoding write time: %w", kg, i, ErrShortBuffer)
 		}
 		data = data[n:]
-		m := t.hashKey(k)
-		if got := t.keyGroup(m); got != kg {
-			return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", kg, i, got)
-		}
-		j, ok := t.probe(s, k, m)
-		if ok {
-			t.writable(s)
-		} else {
-			j = t.insert(s, k, m, j)
-		}
-		s.slots[j].v = v
-		if s.written != nil {
-			if w == 0 {
-				// Written without TTL: the clock starts at the restore.
-				w = t.now()
-			}
-			s.written[j] = w
-		}
-		if s.epochs != nil {
-			s.epochs[j] = t.epoch
+		if err := t.restoreEntry(s, kg, i, k, v, w); err != nil {
+			return err
 		}
 	}
 	if len(data) != 0 {
 		return fmt.Errorf("key group %d: %d bytes left after %d entries", kg, len(data), entries)
+	}
+	return nil
+}
+
+// restoreDelimited implements delimitedRestorer: it decodes each key and
+// value from its field of the entry, so that no copy of the key group in
+// RestoreGroup's encoding is built for it.
+func (t *cowTable[K, V]) restoreDelimited(kg, entries int, delim []byte) error {
+	if !t.rng.Contains(kg) {
+		return nil
+	}
+	s := t.restoreShard(kg, entries, len(delim))
+	for i := 0; i < entries; i++ {
+		e, l, err := nextEntry(delim)
+		if err != nil {
+			return fmt.Errorf("key group %d, entry %d: %w", kg, i, err)
+		}
+		if e.del || e.splice {
+			return fmt.Errorf("key group %d, entry %d: a merged entry that is not a put", kg, i)
+		}
+		delim = delim[l:]
+		k, n, err := t.keyCodec.Decode(e.key)
+		if err == nil && n != len(e.key) {
+			err = fmt.Errorf("%d bytes after the key", len(e.key)-n)
+		}
+		if err != nil {
+			return fmt.Errorf("key group %d, entry %d: decoding key: %w", kg, i, err)
+		}
+		v, n, err := t.valueCodec.Decode(e.value)
+		if err == nil && n != len(e.value) {
+			err = fmt.Errorf("%d bytes after the value", len(e.value)-n)
+		}
+		if err != nil {
+			return fmt.Errorf("key group %d, entry %d: decoding value: %w", kg, i, err)
+		}
+		if err := t.restoreEntry(s, kg, i, k, v, e.w); err != nil {
+			return err
+		}
+	}
+	if len(delim) != 0 {
+		return fmt.Errorf("key group %d: %d bytes left after %d entries", kg, len(delim), entries)
+	}
+	return nil
+}
+
+// restoreShard returns the shard of key group kg, with room made for the
+// entries of a restore up front; every entry takes at least one byte, so
+// size (the bytes they are decoded from) bounds what a corrupt count can
+// reserve.
+func (t *cowTable[K, V]) restoreShard(kg, entries, size int) *kgTable[K, V] {
+	t.lastSlot = nil
+	s := &t.shards[kg-t.rng.Start]
+	if need := s.n + min(entries, size); need*maxLoadDen > len(s.slots)*maxLoadNum {
+		t.grow(s, need)
+	}
+	return s
+}
+
+// restoreEntry puts the restored entry i of key group kg, written at w,
+// into its shard s.
+func (t *cowTable[K, V]) restoreEntry(s *kgTable[K, V], kg, i int, k K, v V, w int64) error {
+	m := t.hashKey(k)
+	if got := t.keyGroup(m); got != kg {
+		return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", kg, i, got)
+	}
+	j, ok := t.probe(s, k, m)
+	if ok {
+		t.writable(s)
+	} else {
+		j = t.insert(s, k, m, j)
+	}
+	s.slots[j].v = v
+	if s.written != nil {
+		if w == 0 {
+			// Written without TTL: the clock starts at the restore.
+			w = t.now()
+		}
+		s.written[j] = w
+	}
+	if s.epochs != nil {
+		s.epochs[j] = t.epoch
 	}
 	return nil
 }

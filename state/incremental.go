@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -817,11 +818,12 @@ func manifestOf(fs *FileState) (*chainManifest, error) {
 	return nil, nil
 }
 
-// mergedTable is the merged state of one table in one key group.
+// mergedTable is the merged state of one table in one key group: its
+// entries delimited, puts only. A table decodes them when it registers
+// (restoreGroup); a capture before then writes them as they are.
 type mergedTable struct {
 	name      string
 	entries   int
-	data      []byte // key-group data encoding (FrozenTable.AppendGroup)
 	delimited []byte
 }
 
@@ -831,17 +833,38 @@ type loadedFile struct {
 	byKG map[int][]fileSection
 }
 
-// chainLoader reads the files of chains once each.
+// chainLoader reads the files of chains once each. Its methods may be
+// called concurrently.
 type chainLoader struct {
 	sf             SharedFiles
 	maxParallelism int
+	mu             sync.Mutex
 	files          map[string]*loadedFile
 }
 
+// load returns the file name, read and parsed the first time it is asked
+// for.
 func (l *chainLoader) load(name string) (*loadedFile, error) {
-	if f := l.files[name]; f != nil {
+	l.mu.Lock()
+	f := l.files[name]
+	l.mu.Unlock()
+	if f != nil {
 		return f, nil
 	}
+	f, err := l.read(name)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.files == nil {
+		l.files = map[string]*loadedFile{}
+	}
+	l.files[name] = f
+	return f, nil
+}
+
+func (l *chainLoader) read(name string) (*loadedFile, error) {
 	p, err := l.sf.Path(name)
 	if err != nil {
 		return nil, err
@@ -858,11 +881,81 @@ func (l *chainLoader) load(name string) (*loadedFile, error) {
 	for _, s := range secs {
 		f.byKG[s.kg] = append(f.byKG[s.kg], s)
 	}
-	if l.files == nil {
-		l.files = map[string]*loadedFile{}
-	}
-	l.files[name] = f
 	return f, nil
+}
+
+// preload loads the files of chain that apply to a key group of rng, on
+// up to workers goroutines at once.
+func (l *chainLoader) preload(chain []chainFile, rng KeyGroupRange, workers int) error {
+	var names []string
+	seen := map[string]bool{}
+	for _, cf := range chain {
+		if a := intersect(cf.applies, rng); a.Start < a.End && !seen[cf.name] {
+			seen[cf.name] = true
+			names = append(names, cf.name)
+		}
+	}
+	return forEach(len(names), workers, func(i int) error {
+		_, err := l.load(names[i])
+		return err
+	})
+}
+
+// mergeRange merges the key groups of rng under chain, on up to workers
+// goroutines at once: a key group's merge reads the loaded files only, and
+// the two cores a restore usually has would otherwise wait for one.
+func (l *chainLoader) mergeRange(chain []chainFile, rng KeyGroupRange, workers int) ([][]mergedTable, error) {
+	if err := l.preload(chain, rng, workers); err != nil {
+		return nil, err
+	}
+	merged := make([][]mergedTable, rng.End-rng.Start)
+	err := forEach(len(merged), workers, func(i int) error {
+		tables, err := l.mergeKeyGroup(chain, rng.Start+i)
+		merged[i] = tables
+		return err
+	})
+	return merged, err
+}
+
+// forEach calls f(i) for each i in [0, n), on up to workers goroutines at
+// once, and returns the error of the lowest i whose call failed. After a
+// failure it starts no more calls. A panic in f is returned as an error.
+func forEach(n, workers int, f func(i int) error) error {
+	errs := make([]error, n)
+	var next atomic.Int64
+	var failed atomic.Bool
+	call := func(i int) {
+		defer func() {
+			if r := recover(); r != nil {
+				errs[i] = fmt.Errorf("panic: %v", r)
+				failed.Store(true)
+			}
+		}()
+		if errs[i] = f(i); errs[i] != nil {
+			failed.Store(true)
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(max(workers, 1), n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !failed.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				call(i)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // mergeKeyGroup returns the state of key group kg under chain: the last
@@ -1013,9 +1106,6 @@ func eachEntry(kg int, s fileSection, f func(delimitedEntry)) error {
 func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error) {
 	m := mergedTable{name: name}
 	put := func(e delimitedEntry) {
-		m.data = append(m.data, e.key...)
-		m.data = append(m.data, e.value...)
-		m.data = binary.AppendVarint(m.data, e.w)
 		if e.raw != nil {
 			m.delimited = append(m.delimited, e.raw...)
 		} else {
@@ -1082,7 +1172,7 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 	for _, e := range changes {
 		size += len(e.key) + len(e.value) + 3*binary.MaxVarintLen64
 	}
-	m.data, m.delimited = make([]byte, 0, size), make([]byte, 0, size)
+	m.delimited = make([]byte, 0, size)
 	// The first section's entries that no later one replaced. A delta
 	// first in its chain may delete keys the state never had, but not
 	// edit their values.
@@ -1132,11 +1222,39 @@ func ReadChain(fs *FileState, sf SharedFiles) (groups []KeyGroupData, maxParalle
 // mergedKeyGroup encodes merged tables as key-group data.
 func mergedKeyGroup(kg int, tables []mergedTable) (KeyGroupData, bool) {
 	g := KeyGroupData{KeyGroup: kg}
+	var data []byte
 	for _, t := range tables {
-		g.Data = appendSection(g.Data, t.name, t.entries, t.data)
+		var err error
+		if data, err = undelimit(data[:0], t.entries, t.delimited); err != nil {
+			// mergeSections decoded every entry it wrote.
+			panic(fmt.Sprintf("key group %d, table %q: %v", kg, t.name, err))
+		}
+		g.Data = appendSection(g.Data, t.name, t.entries, data)
 		g.Entries += t.entries
 	}
 	return g, g.Entries > 0
+}
+
+// undelimit appends the key-group data encoding (FrozenTable.AppendGroup)
+// of n delimited put entries to dst.
+func undelimit(dst []byte, n int, delim []byte) ([]byte, error) {
+	for i := 0; i < n; i++ {
+		e, l, err := nextEntry(delim)
+		if err != nil {
+			return dst, fmt.Errorf("entry %d: %w", i, err)
+		}
+		if e.del || e.splice {
+			return dst, fmt.Errorf("entry %d: not a put", i)
+		}
+		dst = append(dst, e.key...)
+		dst = append(dst, e.value...)
+		dst = binary.AppendVarint(dst, e.w)
+		delim = delim[l:]
+	}
+	if len(delim) != 0 {
+		return dst, fmt.Errorf("%d bytes left after %d entries", len(delim), n)
+	}
+	return dst, nil
 }
 
 // RestoreFiles implements FileRestorer: it restores the key groups in the
@@ -1170,12 +1288,12 @@ func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
 				chain = append(chain, f)
 			}
 		}
-		for kg := rng.Start; kg < rng.End; kg++ {
-			tables, err := l.mergeKeyGroup(m.files, kg)
-			if err != nil {
-				return fmt.Errorf("restoring memory state: %w", err)
-			}
-			if err := b.restoreMerged(kg, tables); err != nil {
+		merged, err := l.mergeRange(m.files, rng, runtime.GOMAXPROCS(0))
+		if err != nil {
+			return fmt.Errorf("restoring memory state: %w", err)
+		}
+		for i, tables := range merged {
+			if err := b.restoreMerged(rng.Start+i, tables); err != nil {
 				return err
 			}
 		}
@@ -1215,17 +1333,17 @@ func intersect(a, b KeyGroupRange) KeyGroupRange {
 }
 
 // restoreMerged loads merged tables of key group kg into the registered
-// tables, or keeps them (with their delimited form) for tables registered
-// later.
+// tables, or keeps them for tables registered later.
 func (b *MemoryBackend) restoreMerged(kg int, tables []mergedTable) error {
 	for _, m := range tables {
+		g := restoredGroup{kg: kg, entries: m.entries, delim: m.delimited}
 		if t := b.byName[m.name]; t != nil {
-			if err := t.RestoreGroup(kg, m.entries, m.data); err != nil {
+			if err := g.restoreInto(t); err != nil {
 				return fmt.Errorf("restoring state %q: %w", m.name, err)
 			}
 			continue
 		}
-		b.restored[m.name] = append(b.restored[m.name], restoredGroup{kg: kg, entries: m.entries, data: m.data, delim: m.delimited})
+		b.restored[m.name] = append(b.restored[m.name], g)
 	}
 	return nil
 }
