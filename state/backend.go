@@ -138,47 +138,66 @@ type MemoryBackend struct {
 }
 
 // restoredGroup is the restored state of one table in one key group, in
-// one of two encodings: data, as FrozenTable.AppendGroup encodes it
-// (restored from key-group data), or delim, the delimited put entries of
-// the files of incremental checkpoints (see changelog.go).
+// one of three forms: data, as FrozenTable.AppendGroup encodes it
+// (restored from key-group data); merged, the entries of a merge of the
+// files of incremental checkpoints (pointing into the files' bytes); or
+// delim, those entries delimited (see changelog.go), as a capture writes
+// them. Capture turns merged into delim.
 type restoredGroup struct {
 	kg      int
 	entries int
 	data    []byte
+	merged  []mergedEntry
 	delim   []byte
 }
 
-// delimitedRestorer is a Table that decodes delimited put entries itself,
-// without their key-group data encoding built first.
-type delimitedRestorer interface {
-	restoreDelimited(kg, entries int, delim []byte) error
+// delimited reports whether g came from the files of incremental
+// checkpoints, so that a capture can write its entries as they are.
+func (g restoredGroup) delimited() bool { return g.merged != nil || g.delim != nil }
+
+// mergedEntries returns the entries of a delimited group.
+func (g restoredGroup) mergedEntries() ([]mergedEntry, error) {
+	if g.merged != nil {
+		return g.merged, nil
+	}
+	es, err := parseMerged(g.entries, g.delim)
+	if err != nil {
+		return nil, fmt.Errorf("key group %d: %w", g.kg, err)
+	}
+	return es, nil
+}
+
+// entriesRestorer is a Table that decodes merged entries itself, without
+// their key-group data encoding built first.
+type entriesRestorer interface {
+	restoreEntries(kg int, entries []mergedEntry) error
 }
 
 // restoreInto adds g's entries to t.
 func (g restoredGroup) restoreInto(t Table) error {
-	if g.delim == nil {
+	if !g.delimited() {
 		return t.RestoreGroup(g.kg, g.entries, g.data)
 	}
-	if dr, ok := t.(delimitedRestorer); ok {
-		return dr.restoreDelimited(g.kg, g.entries, g.delim)
-	}
-	data, err := g.groupData()
+	es, err := g.mergedEntries()
 	if err != nil {
 		return err
 	}
-	return t.RestoreGroup(g.kg, g.entries, data)
+	if er, ok := t.(entriesRestorer); ok {
+		return er.restoreEntries(g.kg, es)
+	}
+	return t.RestoreGroup(g.kg, len(es), appendEntriesData(nil, es))
 }
 
 // groupData returns g's entries as FrozenTable.AppendGroup encodes them.
 func (g restoredGroup) groupData() ([]byte, error) {
-	if g.delim == nil {
+	if !g.delimited() {
 		return g.data, nil
 	}
-	data, err := undelimit(nil, g.entries, g.delim)
+	es, err := g.mergedEntries()
 	if err != nil {
-		return nil, fmt.Errorf("key group %d: %w", g.kg, err)
+		return nil, err
 	}
-	return data, nil
+	return appendEntriesData(nil, es), nil
 }
 
 // NewMemoryBackend returns an empty memory backend.
@@ -285,8 +304,15 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		}
 	}
 	// State restored for tables the operator has not registered (yet)
-	// still belongs to the checkpoint.
+	// still belongs to the checkpoint. Merged entries are delimited once,
+	// for this capture and the next ones, so that they hold no file's
+	// bytes.
 	for name, groups := range b.restored {
+		for i, g := range groups {
+			if g.merged != nil {
+				groups[i] = restoredGroup{kg: g.kg, entries: g.entries, delim: appendEntriesDelimited(nil, g.merged)}
+			}
+		}
 		c.pending = append(c.pending, pendingTable{name: name, groups: slices.Clone(groups)})
 	}
 	slices.SortFunc(c.pending, func(x, y pendingTable) int {

@@ -803,23 +803,15 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 	return nil
 }
 
-// restoreDelimited implements delimitedRestorer: it decodes each key and
-// value from its field of the entry, so that no copy of the key group in
+// restoreEntries implements entriesRestorer: it decodes each key and
+// value from its own bytes, so that no copy of the key group in
 // RestoreGroup's encoding is built for it.
-func (t *cowTable[K, V]) restoreDelimited(kg, entries int, delim []byte) error {
+func (t *cowTable[K, V]) restoreEntries(kg int, entries []mergedEntry) error {
 	if !t.rng.Contains(kg) {
 		return nil
 	}
-	s := t.restoreShard(kg, entries, len(delim))
-	for i := 0; i < entries; i++ {
-		e, l, err := nextEntry(delim)
-		if err != nil {
-			return fmt.Errorf("key group %d, entry %d: %w", kg, i, err)
-		}
-		if e.del || e.splice {
-			return fmt.Errorf("key group %d, entry %d: a merged entry that is not a put", kg, i)
-		}
-		delim = delim[l:]
+	s := t.restoreShard(kg, len(entries), len(entries))
+	for i, e := range entries {
 		k, n, err := t.keyCodec.Decode(e.key)
 		if err == nil && n != len(e.key) {
 			err = fmt.Errorf("%d bytes after the key", len(e.key)-n)
@@ -837,9 +829,6 @@ func (t *cowTable[K, V]) restoreDelimited(kg, entries int, delim []byte) error {
 		if err := t.restoreEntry(s, kg, i, k, v, e.w); err != nil {
 			return err
 		}
-	}
-	if len(delim) != 0 {
-		return fmt.Errorf("key group %d: %d bytes left after %d entries", kg, len(delim), entries)
 	}
 	return nil
 }

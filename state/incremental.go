@@ -279,7 +279,7 @@ func (b *MemoryBackend) captureIncrementalAs(c *memoryCapture, changes bool, who
 	for _, p := range c.pending {
 		var d []restoredGroup
 		for _, g := range p.groups {
-			if g.delim == nil {
+			if !g.delimited() {
 				ic.undelimited = true
 			}
 			d = append(d, restoredGroup{kg: g.kg, entries: g.entries, data: g.delim})
@@ -818,13 +818,59 @@ func manifestOf(fs *FileState) (*chainManifest, error) {
 	return nil, nil
 }
 
-// mergedTable is the merged state of one table in one key group: its
-// entries delimited, puts only. A table decodes them when it registers
-// (restoreGroup); a capture before then writes them as they are.
+// mergedTable is the merged state of one table in one key group. A table
+// decodes its entries when it registers (restoredGroup); a capture before
+// then writes them delimited.
 type mergedTable struct {
-	name      string
-	entries   int
-	delimited []byte
+	name    string
+	entries []mergedEntry
+}
+
+// mergedEntry is one entry of a merged table, a put: key and value point
+// into a chain file's bytes, or the value into a buffer of the merge that
+// applied edits to it. A merge copies no other bytes.
+type mergedEntry struct {
+	key, value []byte
+	w          int64
+}
+
+// appendEntriesData appends entries as FrozenTable.AppendGroup encodes
+// them.
+func appendEntriesData(dst []byte, entries []mergedEntry) []byte {
+	for _, e := range entries {
+		dst = append(dst, e.key...)
+		dst = append(dst, e.value...)
+		dst = binary.AppendVarint(dst, e.w)
+	}
+	return dst
+}
+
+// appendEntriesDelimited appends entries delimited, as put entries.
+func appendEntriesDelimited(dst []byte, entries []mergedEntry) []byte {
+	for _, e := range entries {
+		dst = appendPutEntry(dst, e.key, e.value, e.w)
+	}
+	return dst
+}
+
+// parseMerged returns the n put entries delimited in b, pointing into it.
+func parseMerged(n int, b []byte) ([]mergedEntry, error) {
+	out := make([]mergedEntry, 0, min(n, len(b)))
+	for i := 0; i < n; i++ {
+		e, l, err := nextEntry(b)
+		if err != nil {
+			return nil, fmt.Errorf("entry %d: %w", i, err)
+		}
+		if e.del || e.splice {
+			return nil, fmt.Errorf("entry %d: not a put", i)
+		}
+		out = append(out, mergedEntry{key: e.key, value: e.value, w: e.w})
+		b = b[l:]
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%d bytes left after %d entries", len(b), n)
+	}
+	return out, nil
 }
 
 // loadedFile is a read and parsed chain file.
@@ -1004,7 +1050,7 @@ func (l *chainLoader) mergeKeyGroup(chain []chainFile, kg int) ([]mergedTable, e
 		if err != nil {
 			return nil, err
 		}
-		if m.entries > 0 {
+		if len(m.entries) > 0 {
 			out = append(out, m)
 		}
 	}
@@ -1106,12 +1152,7 @@ func eachEntry(kg int, s fileSection, f func(delimitedEntry)) error {
 func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error) {
 	m := mergedTable{name: name}
 	put := func(e delimitedEntry) {
-		if e.raw != nil {
-			m.delimited = append(m.delimited, e.raw...)
-		} else {
-			m.delimited = appendPutEntry(m.delimited, e.key, e.value, e.w)
-		}
-		m.entries++
+		m.entries = append(m.entries, mergedEntry{key: e.key, value: e.value, w: e.w})
 	}
 	// The last entry of each key in the sections after the first; edits
 	// are applied onto the key's value before them, from these sections
@@ -1167,12 +1208,7 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 			return m, err
 		}
 	}
-	// Room for every entry, as it grows by the edits.
-	size := len(secs[0].data)
-	for _, e := range changes {
-		size += len(e.key) + len(e.value) + 3*binary.MaxVarintLen64
-	}
-	m.delimited = make([]byte, 0, size)
+	m.entries = make([]mergedEntry, 0, secs[0].entries+len(changes))
 	// The first section's entries that no later one replaced. A delta
 	// first in its chain may delete keys the state never had, but not
 	// edit their values.
@@ -1224,37 +1260,11 @@ func mergedKeyGroup(kg int, tables []mergedTable) (KeyGroupData, bool) {
 	g := KeyGroupData{KeyGroup: kg}
 	var data []byte
 	for _, t := range tables {
-		var err error
-		if data, err = undelimit(data[:0], t.entries, t.delimited); err != nil {
-			// mergeSections decoded every entry it wrote.
-			panic(fmt.Sprintf("key group %d, table %q: %v", kg, t.name, err))
-		}
-		g.Data = appendSection(g.Data, t.name, t.entries, data)
-		g.Entries += t.entries
+		data = appendEntriesData(data[:0], t.entries)
+		g.Data = appendSection(g.Data, t.name, len(t.entries), data)
+		g.Entries += len(t.entries)
 	}
 	return g, g.Entries > 0
-}
-
-// undelimit appends the key-group data encoding (FrozenTable.AppendGroup)
-// of n delimited put entries to dst.
-func undelimit(dst []byte, n int, delim []byte) ([]byte, error) {
-	for i := 0; i < n; i++ {
-		e, l, err := nextEntry(delim)
-		if err != nil {
-			return dst, fmt.Errorf("entry %d: %w", i, err)
-		}
-		if e.del || e.splice {
-			return dst, fmt.Errorf("entry %d: not a put", i)
-		}
-		dst = append(dst, e.key...)
-		dst = append(dst, e.value...)
-		dst = binary.AppendVarint(dst, e.w)
-		delim = delim[l:]
-	}
-	if len(delim) != 0 {
-		return dst, fmt.Errorf("%d bytes left after %d entries", len(delim), n)
-	}
-	return dst, nil
 }
 
 // RestoreFiles implements FileRestorer: it restores the key groups in the
@@ -1336,7 +1346,7 @@ func intersect(a, b KeyGroupRange) KeyGroupRange {
 // tables, or keeps them for tables registered later.
 func (b *MemoryBackend) restoreMerged(kg int, tables []mergedTable) error {
 	for _, m := range tables {
-		g := restoredGroup{kg: kg, entries: m.entries, delim: m.delimited}
+		g := restoredGroup{kg: kg, entries: len(m.entries), merged: m.entries}
 		if t := b.byName[m.name]; t != nil {
 			if err := g.restoreInto(t); err != nil {
 				return fmt.Errorf("restoring state %q: %w", m.name, err)

@@ -614,6 +614,11 @@ func TestMemoryIncrementalPendingTables(t *testing.T) {
 			if got, want := again.read(tc.rng).String(), m.only(tc.rng).String(); got != want {
 				t.Fatalf("restored state differs\ngot:\n%s\nwant:\n%s", got, want)
 			}
+			// The tables register after the captures.
+			r.register(t, clock)
+			if got, want := r.read(tc.rng).String(), m.only(tc.rng).String(); got != want {
+				t.Fatalf("state registered after two checkpoints differs\ngot:\n%s\nwant:\n%s", got, want)
+			}
 		})
 	}
 }

@@ -191,7 +191,7 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	}
 	for _, p := range b.restored {
 		for _, g := range p {
-			if g.delim == nil {
+			if !g.delimited() {
 				return nil
 			}
 		}

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,9 +46,10 @@ func TestForEachLowestError(t *testing.T) {
 	}
 }
 
-// TestRestoreDelimitedRefusesTrailingBytes restores delimited entries
-// whose key or value field holds bytes after what its codec decodes.
-func TestRestoreDelimitedRefusesTrailingBytes(t *testing.T) {
+// TestRestoreEntriesRefusesTrailingBytes restores merged entries whose key
+// or value holds bytes after what its codec decodes, and parses delimited
+// entries that are not puts.
+func TestRestoreEntriesRefusesTrailingBytes(t *testing.T) {
 	b := NewMemoryBackend()
 	if err := b.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
 		t.Fatal(err)
@@ -54,25 +57,42 @@ func TestRestoreDelimitedRefusesTrailingBytes(t *testing.T) {
 	if _, err := NewValue(b, "v", CodecFor[int64](), CodecFor[int64]()); err != nil {
 		t.Fatal(err)
 	}
-	tbl := b.byName["v"].(delimitedRestorer)
+	tbl := b.byName["v"].(entriesRestorer)
 	k := CodecFor[int64]().Append(nil, 7)
 	v := CodecFor[int64]().Append(nil, 9)
-	good := appendPutEntry(nil, k, v, 0)
-	if err := tbl.restoreDelimited(0, 1, good); err != nil {
+	if err := tbl.restoreEntries(0, []mergedEntry{{key: k, value: v}}); err != nil {
 		t.Fatalf("a well-formed entry: %v", err)
 	}
 	for _, tc := range []struct {
 		what  string
-		entry []byte
+		entry mergedEntry
 		want  string
 	}{
-		{"value", appendPutEntry(nil, k, append(v, 0), 0), "bytes after the value"},
-		{"key", appendPutEntry(nil, append(k, 0), v, 0), "bytes after the key"},
-		{"delete", append([]byte{opDelete, byte(len(k))}, k...), "not a put"},
+		{"value", mergedEntry{key: k, value: append(v, 0)}, "bytes after the value"},
+		{"key", mergedEntry{key: append(k, 0), value: v}, "bytes after the key"},
 	} {
-		err := tbl.restoreDelimited(0, 1, tc.entry)
+		err := tbl.restoreEntries(0, []mergedEntry{tc.entry})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: restoreDelimited = %v, want an error saying %q", tc.what, err, tc.want)
+			t.Errorf("%s: restoreEntries = %v, want an error saying %q", tc.what, err, tc.want)
+		}
+	}
+	put := appendPutEntry(nil, k, v, 5)
+	es, err := parseMerged(2, append(slices.Clone(put), put...))
+	if err != nil || len(es) != 2 || es[1].w != 5 || !bytes.Equal(es[1].value, v) {
+		t.Fatalf("parseMerged of two puts = %v, %v", es, err)
+	}
+	for _, tc := range []struct {
+		what string
+		n    int
+		b    []byte
+		want string
+	}{
+		{"delete", 1, append([]byte{opDelete, byte(len(k))}, k...), "not a put"},
+		{"more bytes", 1, append(slices.Clone(put), put...), "bytes left after 1 entries"},
+		{"fewer bytes", 2, put, "entry 1"},
+	} {
+		if _, err := parseMerged(tc.n, tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: parseMerged = %v, want an error saying %q", tc.what, err, tc.want)
 		}
 	}
 }
