@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 )
 
@@ -173,6 +174,16 @@ type entriesRestorer interface {
 	restoreEntries(kg int, entries []mergedEntry) error
 }
 
+// restoreWorkers is how many goroutines a restore merges key groups and
+// decodes them on (tests change it).
+var restoreWorkers = func() int { return runtime.GOMAXPROCS(0) }
+
+// groupsRestorer is a Table that restores the groups of a registration
+// itself, on up to workers goroutines; it clears each group it restored.
+type groupsRestorer interface {
+	restoreGroups(groups []restoredGroup, workers int) error
+}
+
 // restoreInto adds g's entries to t.
 func (g restoredGroup) restoreInto(t Table) error {
 	if !g.delimited() {
@@ -236,13 +247,19 @@ func (b *MemoryBackend) Register(t Table) error {
 	b.byName[t.Name()] = t
 	b.tables = append(b.tables, t)
 	groups := b.restored[t.Name()]
-	for i, g := range groups {
-		if err := g.restoreInto(t); err != nil {
+	if gr, ok := t.(groupsRestorer); ok {
+		if err := gr.restoreGroups(groups, restoreWorkers()); err != nil {
 			return fmt.Errorf("restoring state %q: %w", t.Name(), err)
 		}
-		// The table holds its entries decoded now: let the collector
-		// have the encoded ones group by group.
-		groups[i] = restoredGroup{}
+	} else {
+		for i, g := range groups {
+			if err := g.restoreInto(t); err != nil {
+				return fmt.Errorf("restoring state %q: %w", t.Name(), err)
+			}
+			// The table holds its entries decoded now: let the collector
+			// have the encoded ones group by group.
+			groups[i] = restoredGroup{}
+		}
 	}
 	delete(b.restored, t.Name())
 	return nil

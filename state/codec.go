@@ -11,6 +11,9 @@ import (
 
 // Codec turns values of one type into bytes and back. Append must be
 // deterministic: equal values give equal bytes (keys are hashed from them).
+// Its methods are called from several goroutines at once (a snapshot is
+// encoded beside the task's writes, key groups are restored in parallel),
+// so a codec must not keep state between calls.
 type Codec[T any] interface {
 	// Append appends the encoding of v to dst.
 	Append(dst []byte, v T) []byte

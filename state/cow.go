@@ -810,7 +810,55 @@ func (t *cowTable[K, V]) restoreEntries(kg int, entries []mergedEntry) error {
 	if !t.rng.Contains(kg) {
 		return nil
 	}
-	s := t.restoreShard(kg, len(entries), len(entries))
+	return t.decodeEntries(t.restoreShard(kg, len(entries), len(entries)), kg, entries)
+}
+
+// restoreGroups implements groupsRestorer. Groups of distinct key groups
+// from the files of incremental checkpoints are decoded on up to workers
+// goroutines, each into its key group's shard, made large enough for them
+// beforehand so that no insert grows a shard (growing takes from the
+// table's shared slab); any other mix of groups is restored one by one.
+func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) error {
+	seen := make(map[int]bool, len(groups))
+	parallel := workers > 1 && len(groups) > 1
+	for _, g := range groups {
+		if !g.delimited() || !t.rng.Contains(g.kg) || seen[g.kg] {
+			parallel = false
+			break
+		}
+		seen[g.kg] = true
+	}
+	if !parallel {
+		for i, g := range groups {
+			if err := g.restoreInto(t); err != nil {
+				return err
+			}
+			groups[i] = restoredGroup{}
+		}
+		return nil
+	}
+	shards := make([]*kgTable[K, V], len(groups))
+	for i, g := range groups {
+		shards[i] = t.restoreShard(g.kg, g.entries, g.entries)
+		t.writable(shards[i])
+	}
+	return forEach(len(groups), workers, func(i int) error {
+		g := groups[i]
+		groups[i] = restoredGroup{}
+		es, err := g.mergedEntries()
+		if err != nil {
+			return err
+		}
+		if len(es) != g.entries {
+			return fmt.Errorf("key group %d: %d entries, %d counted", g.kg, len(es), g.entries)
+		}
+		return t.decodeEntries(shards[i], g.kg, es)
+	})
+}
+
+// decodeEntries decodes the entries of key group kg into its shard s. It
+// touches no state of the table outside s while s has room for them.
+func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []mergedEntry) error {
 	for i, e := range entries {
 		k, n, err := t.keyCodec.Decode(e.key)
 		if err == nil && n != len(e.key) {

@@ -6,3 +6,11 @@ import "time"
 // interval of preemptive persists, the late window of tables whose keys
 // live shorter than a checkpoint interval).
 func SetClock(b *MemoryBackend, now func() time.Time) { b.inc.now = now }
+
+// SetRestoreWorkers makes restores merge and decode key groups on n
+// goroutines until the returned func is called.
+func SetRestoreWorkers(n int) (undo func()) {
+	old := restoreWorkers
+	restoreWorkers = func() int { return n }
+	return func() { restoreWorkers = old }
+}

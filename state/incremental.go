@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -1298,7 +1297,7 @@ func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
 				chain = append(chain, f)
 			}
 		}
-		merged, err := l.mergeRange(m.files, rng, runtime.GOMAXPROCS(0))
+		merged, err := l.mergeRange(m.files, rng, restoreWorkers())
 		if err != nil {
 			return fmt.Errorf("restoring memory state: %w", err)
 		}

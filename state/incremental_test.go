@@ -622,3 +622,40 @@ func TestMemoryIncrementalPendingTables(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryIncrementalRestoreWorkers restores the same chain with key
+// groups merged and decoded on one goroutine and on several: the states
+// must be equal, whatever the machine's number of cores.
+func TestMemoryIncrementalRestoreWorkers(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	now := int64(1_700_000_000_000)
+	clock := func() int64 { return now }
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	rnd := rand.New(rand.NewPCG(7, 8))
+	m := incModel{value: map[string]int64{}, list: map[int64][]string{}, mp: map[string]map[string]int64{}}
+	written := map[string]int64{}
+	src := openIncFixture(t, full, clock, 1<<20)
+	defer src.b.Close()
+	src.register(t, clock)
+	var fs *state.FileState
+	for range 6 {
+		src.mutate(rnd, now, written, m, 300)
+		fs = statetest.PersistFiles(t, src.b, sf)
+	}
+	for _, workers := range []int{1, 3, 8} {
+		undo := state.SetRestoreWorkers(workers)
+		r := openIncFixture(t, full, clock, 1<<20)
+		err := r.b.RestoreFiles([]*state.FileState{fs}, sf)
+		if err == nil {
+			r.register(t, clock)
+		}
+		undo()
+		if err != nil {
+			t.Fatalf("%d workers: %v", workers, err)
+		}
+		if got, want := r.read(full).String(), m.String(); got != want {
+			t.Fatalf("%d workers: restored state differs\ngot:\n%s\nwant:\n%s", workers, got, want)
+		}
+		r.b.Close()
+	}
+}
