@@ -131,6 +131,9 @@ type MemoryBackend struct {
 	// restored holds sections of tables not registered yet, by name.
 	restored map[string][]restoredGroup
 	opened   bool
+	// broken is why a table's restore failed in Register: the backend
+	// holds part of the state and must not be captured.
+	broken error
 	// incremental: tables record their changes; inc holds the chain of
 	// files of the incremental checkpoints (incremental.go). Both are set
 	// by NewMemoryBackendWith only.
@@ -247,19 +250,22 @@ func (b *MemoryBackend) Register(t Table) error {
 	b.byName[t.Name()] = t
 	b.tables = append(b.tables, t)
 	groups := b.restored[t.Name()]
+	var err error
 	if gr, ok := t.(groupsRestorer); ok {
-		if err := gr.restoreGroups(groups, restoreWorkers()); err != nil {
-			return fmt.Errorf("restoring state %q: %w", t.Name(), err)
-		}
+		err = gr.restoreGroups(groups, restoreWorkers())
 	} else {
 		for i, g := range groups {
-			if err := g.restoreInto(t); err != nil {
-				return fmt.Errorf("restoring state %q: %w", t.Name(), err)
+			if err = g.restoreInto(t); err != nil {
+				break
 			}
 			// The table holds its entries decoded now: let the collector
 			// have the encoded ones group by group.
 			groups[i] = restoredGroup{}
 		}
+	}
+	if err != nil {
+		b.broken = fmt.Errorf("restoring state %q: %w", t.Name(), err)
+		return b.broken
 	}
 	delete(b.restored, t.Name())
 	return nil
@@ -299,6 +305,9 @@ func (b *MemoryBackend) Restore(snaps [][]KeyGroupData) error {
 // Capture implements Backend. With incremental checkpoints and a chain to
 // add to, the tables capture only their changes (deltacapture.go).
 func (b *MemoryBackend) Capture() (Captured, error) {
+	if b.broken != nil {
+		return nil, fmt.Errorf("capturing memory state after a failed restore: %w", b.broken)
+	}
 	c := &memoryCapture{rng: b.rng}
 	changes, forBase := b.captureKind()
 	var whole []FrozenTable

@@ -13,7 +13,8 @@ import (
 // deterministic: equal values give equal bytes (keys are hashed from them).
 // Its methods are called from several goroutines at once (a snapshot is
 // encoded beside the task's writes, key groups are restored in parallel),
-// so a codec must not keep state between calls.
+// so a codec must not keep state between calls. Decode must copy what the
+// value keeps of src: src is a buffer of the state backend's.
 type Codec[T any] interface {
 	// Append appends the encoding of v to dst.
 	Append(dst []byte, v T) []byte
@@ -170,14 +171,16 @@ func (boolCodec) Decode(src []byte) (bool, int, error) {
 
 // KeyHasher is implemented by a key codec that hashes its keys itself
 // instead of from their encoding (see HashInKeyGroup). The hash decides
-// the key's key group, so it must be as stable as the encoding.
+// the key's key group, so it must be as stable as the encoding. HashKey is
+// called from several goroutines at once, as the codec's methods are.
 type KeyHasher[K any] interface {
 	HashKey(k K) uint64
 }
 
 // HasherFor returns a stable hash function for keys of type K. Strings and
 // integers are hashed without allocation; other types are hashed from their
-// codec encoding, unless the codec is a KeyHasher.
+// codec encoding, unless the codec is a KeyHasher. The function hashing
+// encodings reuses one buffer: it is for one goroutine at a time.
 func HasherFor[K any](codec Codec[K]) func(K) uint64 {
 	if h, ok := codec.(KeyHasher[K]); ok && keyHashOf[K]() == keyHashCodec {
 		return h.HashKey

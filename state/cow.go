@@ -777,6 +777,7 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 		return nil
 	}
 	s := t.restoreShard(kg, entries, len(data))
+	now := t.restoreNow()
 	for i := 0; i < entries; i++ {
 		k, n, err := t.keyCodec.Decode(data)
 		if err != nil {
@@ -793,7 +794,7 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 			return fmt.Errorf("key group %d, entry %d: decoding write time: %w", kg, i, ErrShortBuffer)
 		}
 		data = data[n:]
-		if err := t.restoreEntry(s, kg, i, k, v, w); err != nil {
+		if err := t.restoreEntry(s, kg, i, k, v, w, now); err != nil {
 			return err
 		}
 	}
@@ -810,17 +811,30 @@ func (t *cowTable[K, V]) restoreEntries(kg int, entries []mergedEntry) error {
 	if !t.rng.Contains(kg) {
 		return nil
 	}
-	return t.decodeEntries(t.restoreShard(kg, len(entries), len(entries)), kg, entries)
+	return t.decodeEntries(t.restoreShard(kg, len(entries), len(entries)), kg, entries, t.restoreNow())
+}
+
+// restoreNow is the write time of restored entries written without TTL:
+// their TTL clock starts at the restore. It reads the table's clock only
+// when the table has a TTL.
+func (t *cowTable[K, V]) restoreNow() int64 {
+	if t.ttl == 0 {
+		return 0
+	}
+	return t.now()
 }
 
 // restoreGroups implements groupsRestorer. Groups of distinct key groups
 // from the files of incremental checkpoints are decoded on up to workers
 // goroutines, each into its key group's shard, made large enough for them
 // beforehand so that no insert grows a shard (growing takes from the
-// table's shared slab); any other mix of groups is restored one by one.
+// table's shared slab). Any other mix of groups, and the groups of a table
+// whose keys are hashed from their encoding (HasherFor's hash of them
+// reuses one buffer), are restored one by one.
 func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) error {
 	seen := make(map[int]bool, len(groups))
-	parallel := workers > 1 && len(groups) > 1
+	_, ownHash := t.keyCodec.(KeyHasher[K])
+	parallel := workers > 1 && len(groups) > 1 && (t.keyHash != keyHashCodec || ownHash)
 	for _, g := range groups {
 		if !g.delimited() || !t.rng.Contains(g.kg) || seen[g.kg] {
 			parallel = false
@@ -842,6 +856,7 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 		shards[i] = t.restoreShard(g.kg, g.entries, g.entries)
 		t.writable(shards[i])
 	}
+	now := t.restoreNow()
 	return forEach(len(groups), workers, func(i int) error {
 		g := groups[i]
 		groups[i] = restoredGroup{}
@@ -852,13 +867,15 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 		if len(es) != g.entries {
 			return fmt.Errorf("key group %d: %d entries, %d counted", g.kg, len(es), g.entries)
 		}
-		return t.decodeEntries(shards[i], g.kg, es)
+		return t.decodeEntries(shards[i], g.kg, es, now)
 	})
 }
 
-// decodeEntries decodes the entries of key group kg into its shard s. It
-// touches no state of the table outside s while s has room for them.
-func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []mergedEntry) error {
+// decodeEntries decodes the entries of key group kg into its shard s,
+// those written without TTL at now. Beyond s, it calls the table's codecs
+// and key hash only, and changes nothing of the table outside s while s
+// has room for the entries.
+func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []mergedEntry, now int64) error {
 	for i, e := range entries {
 		k, n, err := t.keyCodec.Decode(e.key)
 		if err == nil && n != len(e.key) {
@@ -874,7 +891,7 @@ func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []merge
 		if err != nil {
 			return fmt.Errorf("key group %d, entry %d: decoding value: %w", kg, i, err)
 		}
-		if err := t.restoreEntry(s, kg, i, k, v, e.w); err != nil {
+		if err := t.restoreEntry(s, kg, i, k, v, e.w, now); err != nil {
 			return err
 		}
 	}
@@ -894,9 +911,9 @@ func (t *cowTable[K, V]) restoreShard(kg, entries, size int) *kgTable[K, V] {
 	return s
 }
 
-// restoreEntry puts the restored entry i of key group kg, written at w,
-// into its shard s.
-func (t *cowTable[K, V]) restoreEntry(s *kgTable[K, V], kg, i int, k K, v V, w int64) error {
+// restoreEntry puts the restored entry i of key group kg, written at w
+// (0: without TTL, now then), into its shard s.
+func (t *cowTable[K, V]) restoreEntry(s *kgTable[K, V], kg, i int, k K, v V, w, now int64) error {
 	m := t.hashKey(k)
 	if got := t.keyGroup(m); got != kg {
 		return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", kg, i, got)
@@ -911,7 +928,7 @@ func (t *cowTable[K, V]) restoreEntry(s *kgTable[K, V], kg, i int, k K, v V, w i
 	if s.written != nil {
 		if w == 0 {
 			// Written without TTL: the clock starts at the restore.
-			w = t.now()
+			w = now
 		}
 		s.written[j] = w
 	}

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -888,7 +889,7 @@ type chainLoader struct {
 }
 
 // load returns the file name, read and parsed the first time it is asked
-// for.
+// for (two goroutines asking for it at once may both read it).
 func (l *chainLoader) load(name string) (*loadedFile, error) {
 	l.mu.Lock()
 	f := l.files[name]
@@ -972,7 +973,7 @@ func forEach(n, workers int, f func(i int) error) error {
 	call := func(i int) {
 		defer func() {
 			if r := recover(); r != nil {
-				errs[i] = fmt.Errorf("panic: %v", r)
+				errs[i] = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 				failed.Store(true)
 			}
 		}()
@@ -1067,7 +1068,7 @@ type delimitedEntry struct {
 	w      int64
 	// raw is the whole delimited entry; nil for a value the merge edited,
 	// which is a buffer of the merge that later edits may change in place
-	// (editValue) and is written anew.
+	// (editValue), where a value of the file's is copied first.
 	raw []byte
 }
 
@@ -1095,7 +1096,9 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 			return nil, ErrShortBuffer
 		}
 		p += n
-		f := b[p : p+int(l)]
+		// Capped, so that an append to a value a codec kept (against
+		// Codec's rule) cannot write over the bytes after it.
+		f := b[p : p+int(l) : p+int(l)]
 		p += int(l)
 		return f, nil
 	}

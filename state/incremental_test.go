@@ -659,3 +659,82 @@ func TestMemoryIncrementalRestoreWorkers(t *testing.T) {
 		r.b.Close()
 	}
 }
+
+// TestMemoryIncrementalRestoreWorkersStructKeys restores, on several
+// goroutines, a table whose keys are hashed from their encoding.
+func TestMemoryIncrementalRestoreWorkersStructKeys(t *testing.T) {
+	type pair struct{ A, B int64 }
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	src := newIncremental(t, 1<<40)
+	if err := src.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	v, err := state.NewValue(src, "pairs", state.CodecFor[pair](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 5000
+	var fs *state.FileState
+	for round := range 2 {
+		for k := range int64(keys) {
+			v.Put(pair{k, -k}, k*10+int64(round))
+		}
+		fs = statetest.PersistFiles(t, src, sf)
+	}
+	undo := state.SetRestoreWorkers(8)
+	defer undo()
+	r := newIncremental(t, 1<<40)
+	if err := r.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := state.NewValue(r, "pairs", state.CodecFor[pair](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(keys) {
+		if got, ok := rv.Get(pair{k, -k}); !ok || got != k*10+1 {
+			t.Fatalf("key %d: got %d, %v, want %d", k, got, ok, k*10+1)
+		}
+	}
+}
+
+// TestMemoryFailedRegisterRefusesCapture registers a restored table with a
+// value codec that cannot decode its entries: Register fails, and the
+// backend, holding part of the state, refuses to be captured.
+func TestMemoryFailedRegisterRefusesCapture(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	src := newIncremental(t, 1<<40)
+	if err := src.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	v, err := state.NewValue(src, "v", state.CodecFor[int64](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range int64(200) {
+		v.Put(k, "abc")
+	}
+	fs := statetest.PersistFiles(t, src, sf)
+	r := newIncremental(t, 1<<40)
+	if err := r.Open(full, incMaxP); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[int64]()); err == nil || !strings.Contains(err.Error(), `restoring state "v"`) {
+		t.Fatalf("registering with the wrong value codec: %v, want a restore error", err)
+	}
+	if _, err := r.Capture(); err == nil || !strings.Contains(err.Error(), "after a failed restore") {
+		t.Fatalf("Capture after a failed restore: %v, want it refused", err)
+	}
+}
