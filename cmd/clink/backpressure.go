@@ -84,7 +84,7 @@ type backpressureRun struct {
 	WallS       float64 `json:"wall_s"`
 	RecordsPerS float64 `json:"records_per_s"`
 	// CkptSlowest is where the slowest checkpoint's time went.
-	CkptSlowest *slowestCheckpoint `json:"ckpt_slowest,omitempty"`
+	CkptSlowest *checkpointReport `json:"ckpt_slowest,omitempty"`
 }
 
 // backpressureResult is what clink bench nexmark --backpressure reports;

@@ -45,6 +45,7 @@ type benchOptions struct {
 	sets               []string // --set key=value: SET statements ahead of the query
 	checkpointMode     string   // --checkpoint-mode, parsed into mode by validate
 	modeSet            bool     // --checkpoint-mode was given
+	details            bool     // --checkpoint-details
 
 	// mode is --checkpoint-mode's; --backpressure sets it per run, and
 	// slow, the sink that replaces the query's.
@@ -78,8 +79,9 @@ the slowest checkpoint's time went: the task it waited for last, with that
 task's start delay (trigger until the first barrier reached it), alignment,
 capture on the task goroutine (sync) and the time until its snapshot was
 durable (async), and the longest of each over all tasks (ckpt_slowest in
-the JSON object). --cpuprofile and --trace write a CPU profile and an
-execution trace of the run.
+the JSON object). --checkpoint-details reports the same for every
+checkpoint, in order (ckpt_details in the JSON object). --cpuprofile and
+--trace write a CPU profile and an execution trace of the run.
 --checkpoint-interval 0 runs the job without checkpoints (no directory, no
 snapshots, not even a final one), to measure what checkpointing costs.
 --checkpoint-mode aligned|unaligned|adaptive chooses the barriers, as for
@@ -145,6 +147,7 @@ to blackhole tables and produce no updates.`,
 	f.Int64Var(&o.killAfter, "kill-after", 0, "run the job in a child process, SIGKILL it after N events, restore it and report its recovery")
 	f.BoolVar(&o.backpressure, "backpressure", false, "run aligned and then unaligned checkpoints into a sink that takes 200µs per record, and compare their durations")
 	f.DurationVar(&o.duration, "duration", 0, "with --backpressure: how long each of the two runs lasts (default 10s)")
+	f.BoolVar(&o.details, "checkpoint-details", false, "also report where each checkpoint's time went, not only the slowest's")
 	f.StringArrayVar(&o.sets, "set", nil, "key=value: run SET 'key' = 'value' ahead of the query, e.g. --set taskmanager.network.memory.buffer-debloat.target=200ms (repeatable)")
 	return cmd
 }
@@ -198,6 +201,9 @@ func (o *benchOptions) validate() error {
 	if o.backpressure && o.killAfter != 0 {
 		return errors.New("--kill-after cannot be combined with --backpressure")
 	}
+	if o.details && (o.backpressure || o.killAfter != 0) {
+		return errors.New("--checkpoint-details cannot be combined with --backpressure or --kill-after")
+	}
 	for _, p := range []struct{ flag, file string }{{"--cpuprofile", o.cpuProfile}, {"--trace", o.trace}} {
 		if o.backpressure && p.file != "" {
 			return fmt.Errorf("%s cannot be combined with --backpressure (it runs two jobs)", p.flag)
@@ -232,7 +238,10 @@ type benchResult struct {
 	CkptP99Ms     float64 `json:"ckpt_p99_ms"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
 	// CkptSlowest is where the slowest checkpoint's time went.
-	CkptSlowest *slowestCheckpoint `json:"ckpt_slowest,omitempty"`
+	CkptSlowest *checkpointReport `json:"ckpt_slowest,omitempty"`
+	// CkptDetails is where each checkpoint's time went, in order
+	// (--checkpoint-details).
+	CkptDetails []*checkpointReport `json:"ckpt_details,omitempty"`
 	// durations are the checkpoints' durations as the sampler saw them.
 	durations []time.Duration
 	// The rest is reported with --kill-after only: the restores after a
@@ -248,10 +257,10 @@ type benchResult struct {
 	ReplayedEvents *int64   `json:"replayed_events,omitempty"`
 }
 
-// slowestCheckpoint is where the slowest checkpoint of a run spent its
-// time: the parts of the task whose acknowledgement it waited for last,
-// and the longest of each part over all its tasks (milliseconds).
-type slowestCheckpoint struct {
+// checkpointReport is where a checkpoint of a run spent its time: the
+// parts of the task whose acknowledgement it waited for last, and the
+// longest of each part over all its tasks (milliseconds).
+type checkpointReport struct {
 	DurationMs      float64 `json:"duration_ms"`
 	LastTask        string  `json:"last_task"`
 	StartDelayMs    float64 `json:"start_delay_ms"`
@@ -271,22 +280,26 @@ type checkpointSample struct {
 }
 
 // slowest describes the longest of samples, nil for none.
-func slowest(samples []checkpointSample) *slowestCheckpoint {
+func slowest(samples []checkpointSample) *checkpointReport {
 	if len(samples) == 0 {
 		return nil
 	}
-	s := slices.MaxFunc(samples, func(a, b checkpointSample) int { return cmp.Compare(a.duration, b.duration) })
+	return checkpointReportOf(slices.MaxFunc(samples, func(a, b checkpointSample) int { return cmp.Compare(a.duration, b.duration) }))
+}
+
+// checkpointReportOf describes one checkpoint.
+func checkpointReportOf(s checkpointSample) *checkpointReport {
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	last, long := s.phases.LastParts, s.phases.Longest
-	return &slowestCheckpoint{
+	return &checkpointReport{
 		DurationMs: ms(s.duration), LastTask: s.phases.Last,
 		StartDelayMs: ms(last.StartDelay), AlignmentMs: ms(last.Alignment), SyncMs: ms(last.Sync), AsyncMs: ms(last.Async),
 		MaxStartDelayMs: ms(long.StartDelay), MaxAlignmentMs: ms(long.Alignment), MaxSyncMs: ms(long.Sync), MaxAsyncMs: ms(long.Async),
 	}
 }
 
-// String formats the slowest checkpoint for the text report.
-func (s *slowestCheckpoint) String() string {
+// String formats a checkpoint for the text report.
+func (s *checkpointReport) String() string {
 	return fmt.Sprintf("%.1f ms, waited last for %s: start delay %.1f, alignment %.1f, sync %.1f, async %.1f ms (longest of any task: %.1f, %.1f, %.1f, %.1f ms)",
 		s.DurationMs, s.LastTask, s.StartDelayMs, s.AlignmentMs, s.SyncMs, s.AsyncMs,
 		s.MaxStartDelayMs, s.MaxAlignmentMs, s.MaxSyncMs, s.MaxAsyncMs)
@@ -305,6 +318,12 @@ peak RSS     %.1f MB
 `, r.Query, r.Events, r.WallS, r.EventsPerS, r.CPUS, r.EventsPerCPUS, r.Checkpoints, r.CkptP50Ms, r.CkptP99Ms, r.PeakRSSMB)
 	if err == nil && r.CkptSlowest != nil {
 		_, err = fmt.Fprintf(w, "slowest ckpt %s\n", r.CkptSlowest)
+	}
+	for i, c := range r.CkptDetails {
+		if err != nil {
+			break
+		}
+		_, err = fmt.Fprintf(w, "ckpt %-7d %s\n", i+1, c)
 	}
 	if err == nil && r.RecoveryS != nil {
 		_, err = fmt.Fprintf(w, "killed       after %d events (SIGKILL), restored from the newest checkpoint\nrecovery     %.3f s to the first output record (restart %.3f s, replay of %d events %.3f s)\n",
@@ -591,6 +610,11 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	res.CkptP50Ms, res.CkptP99Ms = percentileMs(durations, 0.50), percentileMs(durations, 0.99)
 	res.durations = durations
 	res.CkptSlowest = slowest(samples)
+	if o.details {
+		for _, s := range samples {
+			res.CkptDetails = append(res.CkptDetails, checkpointReportOf(s))
+		}
+	}
 	return res, nil
 }
 

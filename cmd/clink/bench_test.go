@@ -29,6 +29,8 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--trace", "trace.out"}, "--trace cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--set", "no-value"}, `--set "no-value": want key=value`},
+		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--checkpoint-details"}, "--checkpoint-details cannot be combined with --backpressure or --kill-after"},
+		{[]string{"bench", "nexmark", "--backpressure", "--checkpoint-details"}, "--checkpoint-details cannot be combined with --backpressure or --kill-after"},
 		{[]string{"bench", "nexmark", "--checkpoint-mode", "fast"}, `--checkpoint-mode must be aligned, unaligned or adaptive, got "fast"`},
 		// A --set runs as the script's SET, with its error.
 		{[]string{"bench", "nexmark", "--query", "q1", "--events", "10", "--set", "taskmanager.network.memory.buffer-debloat.target=soon"}, "SET 'taskmanager.network.memory.buffer-debloat.target': want a positive duration"},
@@ -59,6 +61,38 @@ func TestBenchNexmarkQuery(t *testing.T) {
 			t.Errorf("%s: implausible result: %s", q, out)
 		}
 		checkSlowest(t, q, got, out)
+	}
+}
+
+// TestBenchNexmarkCheckpointDetails: --checkpoint-details reports every
+// checkpoint, in the JSON object and in the text report.
+func TestBenchNexmarkCheckpointDetails(t *testing.T) {
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output %q is not one JSON object: %v", out, err)
+	}
+	details, ok := got["ckpt_details"].([]any)
+	if !ok || len(details) == 0 || float64(len(details)) != got["checkpoints"].(float64) {
+		t.Fatalf("want one ckpt_details entry per checkpoint: %s", out)
+	}
+	slowest := 0.0
+	for i, d := range details {
+		c := d.(map[string]any)
+		if len(c) != 10 || c["last_task"] == "" || c["duration_ms"].(float64) <= 0 {
+			t.Errorf("checkpoint %d: implausible details %v", i+1, c)
+		}
+		slowest = max(slowest, c["duration_ms"].(float64))
+	}
+	if s := got["ckpt_slowest"].(map[string]any)["duration_ms"].(float64); s != slowest {
+		t.Errorf("the slowest checkpoint took %v ms, the longest of the details %v ms", s, slowest)
+	}
+	code, out, errs = clink(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details")
+	if code != 0 || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "waited last for") {
+		t.Errorf("text report: exit %d, stdout %q, stderr %q; want a line per checkpoint", code, out, errs)
 	}
 }
 
