@@ -44,7 +44,10 @@ import (
 // Restore merges, per key group and table, the last base that covers the
 // key group with the deltas after it, and then keeps the chain: the next
 // checkpoint only adds a delta, also after a rescale (each file of the
-// chain applies to the key groups its manifest entry names).
+// chain applies to the key groups its manifest entry names). Files are
+// read and key groups merged on several goroutines; a merged key group is
+// a list of entries pointing into the files' bytes, which its table
+// decodes when the operator registers it (mergedEntry, restoredGroup).
 
 // MemoryOptions configure a memory backend.
 type MemoryOptions struct {
