@@ -171,35 +171,35 @@ func (g restoredGroup) mergedEntries() ([]mergedEntry, error) {
 	return es, nil
 }
 
-// entriesRestorer is a Table that decodes merged entries itself, without
-// their key-group data encoding built first.
-type entriesRestorer interface {
-	restoreEntries(kg int, entries []mergedEntry) error
-}
-
 // restoreWorkers is how many goroutines a restore merges key groups and
 // decodes them on (tests change it).
 var restoreWorkers = func() int { return runtime.GOMAXPROCS(0) }
 
-// groupsRestorer is a Table that restores the groups of a registration
-// itself, on up to workers goroutines; it clears each group it restored.
+// groupsRestorer is a Table that restores groups of every form itself
+// (merged entries without their key-group data encoding built first), on
+// up to workers goroutines; it clears each group it restored.
 type groupsRestorer interface {
 	restoreGroups(groups []restoredGroup, workers int) error
 }
 
-// restoreInto adds g's entries to t.
-func (g restoredGroup) restoreInto(t Table) error {
-	if !g.delimited() {
-		return t.RestoreGroup(g.kg, g.entries, g.data)
+// restoreGroups adds groups to t, clearing each group once t holds its
+// entries decoded, so that the collector can have the encoded ones group
+// by group.
+func restoreGroups(t Table, groups []restoredGroup) error {
+	if gr, ok := t.(groupsRestorer); ok {
+		return gr.restoreGroups(groups, restoreWorkers())
 	}
-	es, err := g.mergedEntries()
-	if err != nil {
-		return err
+	for i, g := range groups {
+		data, err := g.groupData()
+		if err == nil {
+			err = t.RestoreGroup(g.kg, g.entries, data)
+		}
+		if err != nil {
+			return err
+		}
+		groups[i] = restoredGroup{}
 	}
-	if er, ok := t.(entriesRestorer); ok {
-		return er.restoreEntries(g.kg, es)
-	}
-	return t.RestoreGroup(g.kg, len(es), appendEntriesData(nil, es))
+	return nil
 }
 
 // groupData returns g's entries as FrozenTable.AppendGroup encodes them.
@@ -249,21 +249,7 @@ func (b *MemoryBackend) Register(t Table) error {
 	}
 	b.byName[t.Name()] = t
 	b.tables = append(b.tables, t)
-	groups := b.restored[t.Name()]
-	var err error
-	if gr, ok := t.(groupsRestorer); ok {
-		err = gr.restoreGroups(groups, restoreWorkers())
-	} else {
-		for i, g := range groups {
-			if err = g.restoreInto(t); err != nil {
-				break
-			}
-			// The table holds its entries decoded now: let the collector
-			// have the encoded ones group by group.
-			groups[i] = restoredGroup{}
-		}
-	}
-	if err != nil {
+	if err := restoreGroups(t, b.restored[t.Name()]); err != nil {
 		b.broken = fmt.Errorf("restoring state %q: %w", t.Name(), err)
 		return b.broken
 	}

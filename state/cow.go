@@ -804,9 +804,22 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 	return nil
 }
 
-// restoreEntries implements entriesRestorer: it decodes each key and
-// value from its own bytes, so that no copy of the key group in
-// RestoreGroup's encoding is built for it.
+// restoreGroup restores one group of any form; merged entries are decoded
+// key and value from their own bytes (restoreEntries).
+func (t *cowTable[K, V]) restoreGroup(g restoredGroup) error {
+	if !g.delimited() {
+		return t.RestoreGroup(g.kg, g.entries, g.data)
+	}
+	es, err := g.mergedEntries()
+	if err != nil {
+		return err
+	}
+	return t.restoreEntries(g.kg, es)
+}
+
+// restoreEntries decodes each key and value of merged entries from its own
+// bytes, so that no copy of the key group in RestoreGroup's encoding is
+// built for it.
 func (t *cowTable[K, V]) restoreEntries(kg int, entries []mergedEntry) error {
 	if !t.rng.Contains(kg) {
 		return nil
@@ -844,7 +857,7 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 	}
 	if !parallel {
 		for i, g := range groups {
-			if err := g.restoreInto(t); err != nil {
+			if err := t.restoreGroup(g); err != nil {
 				return err
 			}
 			groups[i] = restoredGroup{}

@@ -1069,10 +1069,10 @@ type delimitedEntry struct {
 	key    []byte
 	value  []byte
 	w      int64
-	// raw is the whole delimited entry; nil for a value the merge edited,
-	// which is a buffer of the merge that later edits may change in place
-	// (editValue), where a value of the file's is copied first.
-	raw []byte
+	// edited: value is a buffer of the merge that applied edits to it,
+	// which later edits may change in place (editValue); a value in the
+	// file's bytes is copied first.
+	edited bool
 }
 
 // nextEntry decodes the delimited entry at the front of b.
@@ -1120,7 +1120,6 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 		e.w = w
 		p += n
 	}
-	e.raw = b[:p]
 	return e, p, nil
 }
 
@@ -1192,12 +1191,12 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: edits of a value the chain does not hold", kg, name, si+1, i)
 					return
 				}
-				v, err := editValue(before.value, before.raw == nil, e.value)
+				v, err := editValue(before.value, before.edited, e.value)
 				if err != nil {
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: %w", kg, name, si+1, i, err)
 					return
 				}
-				e = delimitedEntry{key: e.key, value: v, w: e.w}
+				e = delimitedEntry{key: e.key, value: v, w: e.w, edited: true}
 			}
 			if j, ok := latest[string(e.key)]; ok {
 				changes[j] = e
@@ -1353,7 +1352,7 @@ func (b *MemoryBackend) restoreMerged(kg int, tables []mergedTable) error {
 	for _, m := range tables {
 		g := restoredGroup{kg: kg, entries: len(m.entries), merged: m.entries}
 		if t := b.byName[m.name]; t != nil {
-			if err := g.restoreInto(t); err != nil {
+			if err := restoreGroups(t, []restoredGroup{g}); err != nil {
 				return fmt.Errorf("restoring state %q: %w", m.name, err)
 			}
 			continue

@@ -165,11 +165,18 @@ const incMaxP = 32
 
 func openIncFixture(t *testing.T, rng state.KeyGroupRange, clock func() int64, materialize int64) *incFixture {
 	t.Helper()
+	return &incFixture{b: openIncremental(t, materialize, rng)}
+}
+
+// openIncremental returns a backend with incremental checkpoints, open on
+// rng of incMaxP key groups.
+func openIncremental(t fataler, materialize int64, rng state.KeyGroupRange) *state.MemoryBackend {
+	t.Helper()
 	b := newIncremental(t, materialize)
 	if err := b.Open(rng, incMaxP); err != nil {
 		t.Fatal(err)
 	}
-	return &incFixture{b: b}
+	return b
 }
 
 func (f *incFixture) register(t *testing.T, clock func() int64) {
@@ -666,10 +673,7 @@ func TestMemoryIncrementalRestoreWorkersStructKeys(t *testing.T) {
 	type pair struct{ A, B int64 }
 	sf := &dirShared{dir: t.TempDir()}
 	full := state.KeyGroupRange{Start: 0, End: incMaxP}
-	src := newIncremental(t, 1<<40)
-	if err := src.Open(full, incMaxP); err != nil {
-		t.Fatal(err)
-	}
+	src := openIncremental(t, 1<<40, full)
 	defer src.Close()
 	v, err := state.NewValue(src, "pairs", state.CodecFor[pair](), state.CodecFor[int64]())
 	if err != nil {
@@ -685,10 +689,7 @@ func TestMemoryIncrementalRestoreWorkersStructKeys(t *testing.T) {
 	}
 	undo := state.SetRestoreWorkers(8)
 	defer undo()
-	r := newIncremental(t, 1<<40)
-	if err := r.Open(full, incMaxP); err != nil {
-		t.Fatal(err)
-	}
+	r := openIncremental(t, 1<<40, full)
 	defer r.Close()
 	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
 		t.Fatal(err)
@@ -710,10 +711,7 @@ func TestMemoryIncrementalRestoreWorkersStructKeys(t *testing.T) {
 func TestMemoryFailedRegisterRefusesCapture(t *testing.T) {
 	sf := &dirShared{dir: t.TempDir()}
 	full := state.KeyGroupRange{Start: 0, End: incMaxP}
-	src := newIncremental(t, 1<<40)
-	if err := src.Open(full, incMaxP); err != nil {
-		t.Fatal(err)
-	}
+	src := openIncremental(t, 1<<40, full)
 	defer src.Close()
 	v, err := state.NewValue(src, "v", state.CodecFor[int64](), state.CodecFor[string]())
 	if err != nil {
@@ -723,10 +721,7 @@ func TestMemoryFailedRegisterRefusesCapture(t *testing.T) {
 		v.Put(k, "abc")
 	}
 	fs := statetest.PersistFiles(t, src, sf)
-	r := newIncremental(t, 1<<40)
-	if err := r.Open(full, incMaxP); err != nil {
-		t.Fatal(err)
-	}
+	r := openIncremental(t, 1<<40, full)
 	defer r.Close()
 	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
 		t.Fatal(err)

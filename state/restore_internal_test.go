@@ -57,7 +57,9 @@ func TestRestoreEntriesRefusesTrailingBytes(t *testing.T) {
 	if _, err := NewValue(b, "v", CodecFor[int64](), CodecFor[int64]()); err != nil {
 		t.Fatal(err)
 	}
-	tbl := b.byName["v"].(entriesRestorer)
+	tbl := b.byName["v"].(interface {
+		restoreEntries(kg int, entries []mergedEntry) error
+	})
 	k := CodecFor[int64]().Append(nil, 7)
 	v := CodecFor[int64]().Append(nil, 9)
 	if err := tbl.restoreEntries(0, []mergedEntry{{key: k, value: v}}); err != nil {
