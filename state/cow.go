@@ -389,9 +389,19 @@ func (t *cowTable[K, V]) writable(s *kgTable[K, V]) {
 	if !s.shared {
 		return
 	}
+	t.lastSlot = nil
+	t.writableShard(s)
+}
+
+// writableShard is writable but for lastSlot, which the caller clears. In
+// a table that is not slabbed it changes nothing but s.
+func (t *cowTable[K, V]) writableShard(s *kgTable[K, V]) {
+	if !s.shared {
+		return
+	}
 	slots, slab := t.newSlots(len(s.slots))
 	copySlots(slots, s.slots)
-	t.setSlots(s, slots, slab)
+	t.placeSlots(s, slots, slab)
 	s.used = slices.Clone(s.used)
 	s.tags = slices.Clone(s.tags)
 	s.written = slices.Clone(s.written)
@@ -402,13 +412,21 @@ func (t *cowTable[K, V]) writable(s *kgTable[K, V]) {
 // grow replaces s's arrays (shared or not) by larger ones that fit need
 // entries, holding the same entries.
 func (t *cowTable[K, V]) grow(s *kgTable[K, V], need int) {
+	t.lastSlot = nil
+	t.growShard(s, need)
+}
+
+// growShard is grow but for lastSlot, which the caller clears. In a table
+// that is not slabbed it changes nothing but s, and calls only the key
+// hash beyond it: restoreGroups grows shards so in parallel.
+func (t *cowTable[K, V]) growShard(s *kgTable[K, V], need int) {
 	c := max(minSlots, len(s.slots)+len(s.slots)/2)
 	for need*maxLoadDen > c*maxLoadNum {
 		c += c / 2
 	}
 	old := *s
 	slots, slab := t.newSlots(c)
-	t.setSlots(s, slots, slab)
+	t.placeSlots(s, slots, slab)
 	s.used = make([]uint64, (c+63)/64)
 	s.tags, s.written, s.epochs = nil, nil, nil
 	if !t.flat {
@@ -864,15 +882,31 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 		}
 		return nil
 	}
+	// The shards are grown before the decode, which then writes nothing
+	// of the table outside a shard. A table that is not slabbed (its
+	// slots hold pointers) grows each shard in the worker that decodes
+	// it, which changes nothing else (growShard): the fresh memory's page
+	// faults are then taken on every core, and each shard's arrays just
+	// before they are filled.
+	t.lastSlot = nil
 	shards := make([]*kgTable[K, V], len(groups))
 	for i, g := range groups {
-		shards[i] = t.restoreShard(g.kg, g.entries, g.entries)
-		t.writable(shards[i])
+		shards[i] = &t.shards[g.kg-t.rng.Start]
+		if t.slabbed {
+			t.restoreShard(g.kg, g.entries, g.entries)
+			t.writable(shards[i])
+		}
 	}
 	now := t.restoreNow()
 	return forEach(len(groups), workers, func(i int) error {
 		g := groups[i]
 		groups[i] = restoredGroup{}
+		if s := shards[i]; !t.slabbed {
+			if need := s.n + g.entries; need*maxLoadDen > len(s.slots)*maxLoadNum {
+				t.growShard(s, need)
+			}
+			t.writableShard(s)
+		}
 		es, err := g.mergedEntries()
 		if err != nil {
 			return err

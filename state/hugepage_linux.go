@@ -24,3 +24,19 @@ func hugePages(p unsafe.Pointer, n int) {
 	b := unsafe.Slice((*byte)(unsafe.Add(p, start-uintptr(p))), end-start)
 	_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE)
 }
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14).
+const madvPopulateWrite = 23
+
+// populate maps writable pages under the page-aligned interior of the n
+// bytes at p, in one call rather than a fault per page, and reports
+// whether it did.
+func populate(p unsafe.Pointer, n int) bool {
+	start := (uintptr(p) + pageSize - 1) &^ (pageSize - 1)
+	end := (uintptr(p) + uintptr(n)) &^ (pageSize - 1)
+	if start >= end {
+		return false
+	}
+	b := unsafe.Slice((*byte)(unsafe.Add(p, start-uintptr(p))), end-start)
+	return syscall.Madvise(b, madvPopulateWrite) == nil
+}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Incremental checkpoints of the memory backend, in the manner of Flink's
@@ -1151,6 +1152,14 @@ func eachEntry(kg int, s fileSection, f func(delimitedEntry)) error {
 	return nil
 }
 
+// keyString returns key as a string without copying it: for the keys of
+// a merge's maps, which point into a loaded file's bytes that nothing
+// writes (edits write only copies of values, editValue) and that outlive
+// the maps.
+func keyString(key []byte) string {
+	return unsafe.String(unsafe.SliceData(key), len(key))
+}
+
 // mergeSections merges the sections of one table and key group, oldest
 // first: a later entry of a key replaces an earlier one.
 func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error) {
@@ -1160,9 +1169,18 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 	}
 	// The last entry of each key in the sections after the first; edits
 	// are applied onto the key's value before them, from these sections
-	// or the first (base, indexed on the first edit).
-	latest := map[string]int{}
-	var changes []delimitedEntry
+	// or the first (base, indexed on the first edit). Both are sized for
+	// every entry of those sections, so that neither grows as it fills:
+	// exact for a chain that mostly inserts, and otherwise a few words per
+	// entry of one key group's sections, whose bytes are in memory
+	// anyway, for the length of its merge. Their keys are strings over
+	// the sections' bytes, which nothing writes (keyString).
+	n := 0
+	for _, s := range secs[1:] {
+		n += s.entries
+	}
+	latest := make(map[string]int, n)
+	changes := makeFaulted[delimitedEntry](n)[:0]
 	var base map[string]delimitedEntry
 	var failed error
 	for si, s := range secs[1:] {
@@ -1175,17 +1193,17 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 			if e.splice {
 				var before delimitedEntry
 				var had bool
-				if j, ok := latest[string(e.key)]; ok {
+				if j, ok := latest[keyString(e.key)]; ok {
 					before, had = changes[j], true
 				} else {
 					if base == nil {
-						base = map[string]delimitedEntry{}
-						failed = eachEntry(kg, secs[0], func(b delimitedEntry) { base[string(b.key)] = b })
+						base = make(map[string]delimitedEntry, secs[0].entries)
+						failed = eachEntry(kg, secs[0], func(b delimitedEntry) { base[keyString(b.key)] = b })
 						if failed != nil {
 							return
 						}
 					}
-					before, had = base[string(e.key)]
+					before, had = base[keyString(e.key)]
 				}
 				if !had || before.del {
 					failed = fmt.Errorf("key group %d, table %q, section %d, entry %d: edits of a value the chain does not hold", kg, name, si+1, i)
@@ -1198,11 +1216,12 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 				}
 				e = delimitedEntry{key: e.key, value: v, w: e.w, edited: true}
 			}
-			if j, ok := latest[string(e.key)]; ok {
+			k := keyString(e.key)
+			if j, ok := latest[k]; ok {
 				changes[j] = e
 				return
 			}
-			latest[string(e.key)] = len(changes)
+			latest[k] = len(changes)
 			changes = append(changes, e)
 		})
 		if err == nil {
@@ -1212,14 +1231,14 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 			return m, err
 		}
 	}
-	m.entries = make([]mergedEntry, 0, secs[0].entries+len(changes))
+	m.entries = makeFaulted[mergedEntry](secs[0].entries + len(changes))[:0]
 	// The first section's entries that no later one replaced. A delta
 	// first in its chain may delete keys the state never had, but not
 	// edit their values.
 	spliced := false
 	err := eachEntry(kg, secs[0], func(e delimitedEntry) {
 		spliced = spliced || e.splice
-		if _, changed := latest[string(e.key)]; !changed && !e.del {
+		if _, changed := latest[keyString(e.key)]; !changed && !e.del {
 			put(e)
 		}
 	})

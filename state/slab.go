@@ -71,7 +71,10 @@ func hasPointers(t reflect.Type) bool {
 // allocated on their own).
 func (t *cowTable[K, V]) newSlots(n int) ([]kv[K, V], *slotSlab[K, V]) {
 	size := int(unsafe.Sizeof(kv[K, V]{}))
-	if !t.slabbed || n*size < slabMinBytes {
+	if !t.slabbed {
+		return makeFaulted[kv[K, V]](n), nil
+	}
+	if n*size < slabMinBytes {
 		return make([]kv[K, V], n), nil
 	}
 	if n*size > slabBytes/2 {
@@ -96,6 +99,12 @@ func (t *cowTable[K, V]) newSlots(n int) ([]kv[K, V], *slotSlab[K, V]) {
 // it leaves if that slab is now mostly unused.
 func (t *cowTable[K, V]) setSlots(s *kgTable[K, V], slots []kv[K, V], slab *slotSlab[K, V]) {
 	t.lastSlot = nil
+	t.placeSlots(s, slots, slab)
+}
+
+// placeSlots is setSlots but for lastSlot, which the caller clears. In a
+// table that is not slabbed it changes nothing but s.
+func (t *cowTable[K, V]) placeSlots(s *kgTable[K, V], slots []kv[K, V], slab *slotSlab[K, V]) {
 	old := s.slab
 	if old != nil {
 		old.live -= len(s.slots)
