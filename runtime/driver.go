@@ -22,6 +22,7 @@ const (
 	evAck driverEventKind = iota
 	evDecline
 	evSourceFinished
+	evTaskRunning
 )
 
 type driverEvent struct {
@@ -33,7 +34,8 @@ type driverEvent struct {
 }
 
 // driver carries out the checkpoint coordinator's decisions for one job in
-// this process: it triggers checkpoints periodically, injects their
+// this process: it triggers checkpoints periodically once every task runs
+// (has opened and restored its state), injects their
 // barriers into the source tasks, feeds acks and declines to the
 // coordinator, writes COMPLETED-N markers, notifies listeners, and applies
 // retention. One goroutine (run) owns the coordinator; tasks and snapshot
@@ -56,9 +58,13 @@ type driver struct {
 	final chan struct{}
 
 	sourcesLeft int
-	terminal    checkpoint.ID // the terminal checkpoint, once triggered
-	finalDone   bool
-	switches    int
+	// starting counts the tasks still opening or restoring their state:
+	// no periodic checkpoint is triggered until every task runs, as its
+	// barrier would wait for the slowest restore.
+	starting  int
+	terminal  checkpoint.ID // the terminal checkpoint, once triggered
+	finalDone bool
+	switches  int
 	// prepared is the last id handed to store.Prepare.
 	prepared checkpoint.ID
 }
@@ -72,6 +78,8 @@ func (d *driver) decline(id checkpoint.ID, p checkpoint.ParticipantID, err error
 }
 
 func (d *driver) sourceFinished() { d.send(driverEvent{kind: evSourceFinished}) }
+
+func (d *driver) taskRunning() { d.send(driverEvent{kind: evTaskRunning}) }
 
 func (d *driver) send(ev driverEvent) {
 	select {
@@ -97,7 +105,7 @@ func (d *driver) run(stop <-chan struct{}) error {
 			return nil
 		case now := <-ticker.C:
 			d.coord.Tick(now)
-			if d.interval > 0 && d.sourcesLeft > 0 {
+			if d.interval > 0 && d.sourcesLeft > 0 && d.starting == 0 {
 				d.trigger(now, false)
 			}
 		case ev := <-d.events:
@@ -137,6 +145,8 @@ func (d *driver) handle(ev driverEvent) {
 	case evDecline:
 		d.log.Warn("checkpoint declined", "checkpoint", ev.id, "task", ev.p, "err", ev.err)
 		d.coord.Decline(ev.id, ev.p, ev.err)
+	case evTaskRunning:
+		d.starting--
 	case evSourceFinished:
 		d.sourcesLeft--
 		if d.sourcesLeft == 0 {

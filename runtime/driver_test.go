@@ -107,3 +107,72 @@ func TestDriverPreparesEachCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// slowOpen is an intOp whose Open waits for release, as an operator
+// restoring a large state does.
+type slowOpen struct {
+	*intOp
+	opened  chan struct{}
+	release chan struct{}
+}
+
+func (o *slowOpen) Open(tc *TaskContext) error {
+	close(o.opened)
+	<-o.release
+	return o.intOp.Open(tc)
+}
+
+// triggered returns how many checkpoints the driver triggered.
+func triggered(t *testing.T, reg *metrics.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Prometheus().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == metrics.NameModeTotal {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// The driver triggers no periodic checkpoint while a task is still opening
+// (restoring its state): the barrier would wait behind the restore and
+// the checkpoint would take as long. Once every task runs, checkpoints
+// follow at the interval.
+func TestDriverWaitsForTasksToRun(t *testing.T) {
+	t.Setenv(store.FsyncEnvVar, "0")
+	tr := newTracker()
+	slow := &slowOpen{intOp: &intOp{tr: tr}, opened: make(chan struct{}), release: make(chan struct{})}
+	g := pipeline(tr, -1, nil, nil)
+	g.Vertices[2].NewOperator = func(int) Operator { return slow }
+	reg := metrics.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- Execute(ctx, g, Config{MaxParallelism: 4, CheckpointDir: t.TempDir(), CheckpointInterval: 5 * time.Millisecond, Metrics: reg})
+	}()
+	<-slow.opened
+	// Forty intervals with the sink still opening.
+	time.Sleep(200 * time.Millisecond)
+	if n := triggered(t, reg); n != 0 {
+		t.Fatalf("%v checkpoints triggered while a task was opening", n)
+	}
+	close(slow.release)
+	for reg.Summary().CheckpointsCompleted < 3 {
+		select {
+		case err := <-errc:
+			t.Fatalf("job ended before three checkpoints: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}

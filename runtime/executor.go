@@ -538,6 +538,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 		stopped:     make(chan struct{}),
 		final:       make(chan struct{}),
 		sourcesLeft: len(sources),
+		starting:    len(ex.tasks),
 	}
 	switch cfg.CheckpointMode {
 	case ModeUnaligned:
@@ -564,6 +565,7 @@ func (ex *execution) build(done <-chan struct{}) error {
 	}
 	for _, b := range ex.tasks {
 		b.acks = d
+		b.running = d.taskRunning
 		b.final = d.final
 		b.worker = newSnapshotWorker(b.name, b.tc.Vertex, b.participant, ex.store, b.tc.Shared, d)
 	}

@@ -20,9 +20,12 @@ type taskBase struct {
 	failing chan struct{}
 	// final is closed when the terminal checkpoint completed and its
 	// completion was delivered to every listener; nil without checkpoints.
-	final         <-chan struct{}
-	acks          acker
-	worker        *snapshotWorker // nil when checkpointing is off
+	final  <-chan struct{}
+	acks   acker
+	worker *snapshotWorker // nil when checkpointing is off
+	// running, if set, is called once the task opened its chain and
+	// restored its state, before it takes its first record.
+	running       func()
 	bufferTimeout time.Duration
 	// debloatTarget is how long the batches queued in front of the task
 	// should take to process (debloater); zero or less keeps the
@@ -217,6 +220,9 @@ func (s *sourceTask) run() (err error) {
 	defer func() { err = b.closeChain(s.src, err) }()
 	if err := s.src.Open(b.tc); err != nil {
 		return fmt.Errorf("opening %s: %w", b.name, err)
+	}
+	if b.running != nil {
+		b.running()
 	}
 	// A source chain tracks its own watermark (it generates it).
 	const wm = int64(MinWatermark)
