@@ -49,6 +49,8 @@ import (
 // read and key groups merged on several goroutines; a merged key group is
 // a list of entries pointing into the files' bytes, which its table
 // decodes when the operator registers it (mergedEntry, restoredGroup).
+// The large arrays a restore fills at once are mapped when made
+// (makeFaulted), not page by page as they are written.
 
 // MemoryOptions configure a memory backend.
 type MemoryOptions struct {
