@@ -902,9 +902,7 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 		g := groups[i]
 		groups[i] = restoredGroup{}
 		if s := shards[i]; !t.slabbed {
-			if need := s.n + g.entries; need*maxLoadDen > len(s.slots)*maxLoadNum {
-				t.growShard(s, need)
-			}
+			t.growRestored(s, s.n+g.entries)
 			t.writableShard(s)
 		}
 		es, err := g.mergedEntries()
@@ -952,10 +950,24 @@ func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []merge
 func (t *cowTable[K, V]) restoreShard(kg, entries, size int) *kgTable[K, V] {
 	t.lastSlot = nil
 	s := &t.shards[kg-t.rng.Start]
-	if need := s.n + min(entries, size); need*maxLoadDen > len(s.slots)*maxLoadNum {
-		t.grow(s, need)
-	}
+	t.growRestored(s, s.n+min(entries, size))
 	return s
+}
+
+// growRestored grows s, if need be, to fit need entries of a restore,
+// which fills its slots at once: fresh slots that hold pointers are
+// mapped first (prefault). Like growShard it changes nothing but s in a
+// table that is not slabbed.
+func (t *cowTable[K, V]) growRestored(s *kgTable[K, V], need int) {
+	if need*maxLoadDen <= len(s.slots)*maxLoadNum {
+		return
+	}
+	n := s.n
+	t.growShard(s, need)
+	if !t.slabbed && n == 0 && len(s.slots)*int(unsafe.Sizeof(s.slots[0])) >= faultedBytes {
+		// Empty, the grown slots were not written: they are make's.
+		prefault(s.slots)
+	}
 }
 
 // restoreEntry puts the restored entry i of key group kg, written at w

@@ -50,7 +50,7 @@ import (
 // a list of entries pointing into the files' bytes, which its table
 // decodes when the operator registers it (mergedEntry, restoredGroup).
 // The large arrays a restore fills at once are mapped when made
-// (makeFaulted), not page by page as they are written.
+// (makeFaulted, growRestored), not page by page as they are written.
 
 // MemoryOptions configure a memory backend.
 type MemoryOptions struct {

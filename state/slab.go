@@ -71,10 +71,7 @@ func hasPointers(t reflect.Type) bool {
 // allocated on their own).
 func (t *cowTable[K, V]) newSlots(n int) ([]kv[K, V], *slotSlab[K, V]) {
 	size := int(unsafe.Sizeof(kv[K, V]{}))
-	if !t.slabbed {
-		return makeFaulted[kv[K, V]](n), nil
-	}
-	if n*size < slabMinBytes {
+	if !t.slabbed || n*size < slabMinBytes {
 		return make([]kv[K, V], n), nil
 	}
 	if n*size > slabBytes/2 {
