@@ -733,3 +733,56 @@ func TestMemoryFailedRegisterRefusesCapture(t *testing.T) {
 		t.Fatalf("Capture after a failed restore: %v, want it refused", err)
 	}
 }
+
+// TestMemoryIncrementalRestoreLargeShards restores a table of string keys
+// whose shards are large enough for the restore to map their slots when
+// it grows them (growRestored), on one goroutine and on several.
+func TestMemoryIncrementalRestoreLargeShards(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	src := openIncremental(t, 1<<40, full)
+	defer src.Close()
+	v, err := state.NewValue(src, "big", state.CodecFor[string](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 100_000
+	for k := range keys {
+		v.Put(fmt.Sprintf("key-%d", k), int64(k))
+	}
+	statetest.PersistFiles(t, src, sf)
+	for k := 0; k < keys+10_000; k += 3 {
+		v.Put(fmt.Sprintf("key-%d", k), int64(-k))
+	}
+	fs := statetest.PersistFiles(t, src, sf)
+	for _, workers := range []int{1, 2} {
+		undo := state.SetRestoreWorkers(workers)
+		r := openIncremental(t, 1<<40, full)
+		if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+			t.Fatal(err)
+		}
+		rv, err := state.NewValue(r, "big", state.CodecFor[string](), state.CodecFor[int64]())
+		undo()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for k := 0; k < keys+10_000; k++ {
+			want, present := int64(k), k < keys
+			if k%3 == 0 {
+				want, present = int64(-k), true
+			}
+			got, ok := rv.Get(fmt.Sprintf("key-%d", k))
+			if ok != present || ok && got != want {
+				t.Fatalf("%d workers: key-%d: got %d, %v, want %d, %v", workers, k, got, ok, want, present)
+			}
+			if ok {
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatalf("%d workers: nothing restored", workers)
+		}
+		r.Close()
+	}
+}
