@@ -80,7 +80,8 @@ task's start delay (trigger until the first barrier reached it), alignment,
 capture on the task goroutine (sync) and the time until its snapshot was
 durable (async), and the longest of each over all tasks (ckpt_slowest in
 the JSON object). --checkpoint-details reports the same for every
-checkpoint, in order (ckpt_details in the JSON object). --cpuprofile and
+checkpoint, in order (ckpt_details in the JSON object; with --kill-after,
+both processes', the restored job's marked). --cpuprofile and
 --trace write a CPU profile and an execution trace of the run.
 --checkpoint-interval 0 runs the job without checkpoints (no directory, no
 snapshots, not even a final one), to measure what checkpointing costs.
@@ -201,8 +202,8 @@ func (o *benchOptions) validate() error {
 	if o.backpressure && o.killAfter != 0 {
 		return errors.New("--kill-after cannot be combined with --backpressure")
 	}
-	if o.details && (o.backpressure || o.killAfter != 0) {
-		return errors.New("--checkpoint-details cannot be combined with --backpressure or --kill-after")
+	if o.details && o.backpressure {
+		return errors.New("--checkpoint-details cannot be combined with --backpressure")
 	}
 	for _, p := range []struct{ flag, file string }{{"--cpuprofile", o.cpuProfile}, {"--trace", o.trace}} {
 		if o.backpressure && p.file != "" {
@@ -271,6 +272,9 @@ type checkpointReport struct {
 	MaxAlignmentMs  float64 `json:"max_alignment_ms"`
 	MaxSyncMs       float64 `json:"max_sync_ms"`
 	MaxAsyncMs      float64 `json:"max_async_ms"`
+	// Restored marks, in a --kill-after run, the restored job's
+	// checkpoints.
+	Restored bool `json:"restored,omitempty"`
 }
 
 // checkpointSample is one completed checkpoint as the sampler saw it.
@@ -322,6 +326,11 @@ peak RSS     %.1f MB
 	for i, c := range r.CkptDetails {
 		if err != nil {
 			break
+		}
+		if c.Restored && (i == 0 || !r.CkptDetails[i-1].Restored) {
+			if _, err = fmt.Fprintln(w, "restored     the checkpoints below are the restored job's"); err != nil {
+				break
+			}
 		}
 		_, err = fmt.Fprintf(w, "ckpt %-7d %s\n", i+1, c)
 	}

@@ -29,8 +29,7 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--trace", "trace.out"}, "--trace cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--set", "no-value"}, `--set "no-value": want key=value`},
-		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--checkpoint-details"}, "--checkpoint-details cannot be combined with --backpressure or --kill-after"},
-		{[]string{"bench", "nexmark", "--backpressure", "--checkpoint-details"}, "--checkpoint-details cannot be combined with --backpressure or --kill-after"},
+		{[]string{"bench", "nexmark", "--backpressure", "--checkpoint-details"}, "--checkpoint-details cannot be combined with --backpressure"},
 		{[]string{"bench", "nexmark", "--checkpoint-mode", "fast"}, `--checkpoint-mode must be aligned, unaligned or adaptive, got "fast"`},
 		// A --set runs as the script's SET, with its error.
 		{[]string{"bench", "nexmark", "--query", "q1", "--events", "10", "--set", "taskmanager.network.memory.buffer-debloat.target=soon"}, "SET 'taskmanager.network.memory.buffer-debloat.target': want a positive duration"},
@@ -149,10 +148,52 @@ func TestBenchNexmarkKillAfter(t *testing.T) {
 		const slack = 0.005
 		rec, rst, rpl := got["recovery_s"].(float64), got["restart_s"].(float64), got["replay_s"].(float64)
 		killed, replayed := got["killed_at_events"].(float64), got["replayed_events"].(float64)
-		if len(got) != 16 || got["restarts"] != 1.0 || got["events"] != 200000.0 || got["checkpoints"].(float64) < 1 ||
+		if len(got) != 17 || got["restarts"] != 1.0 || got["events"] != 200000.0 || got["checkpoints"].(float64) < 1 ||
 			rst <= 0 || rec <= 0 || rpl < rst-slack || killed < 100000 || replayed < 0 || replayed >= killed {
 			t.Errorf("%s: implausible result: %s", q, out)
 		}
+	}
+}
+
+// TestBenchNexmarkKillAfterDetails reports every checkpoint of both
+// processes of a --kill-after run, the restored job's marked.
+func TestBenchNexmarkKillAfterDetails(t *testing.T) {
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errs)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("output %q is not one JSON object: %v", out, err)
+	}
+	details, ok := got["ckpt_details"].([]any)
+	if !ok || float64(len(details)) != got["checkpoints"].(float64) {
+		t.Fatalf("want one ckpt_details entry per checkpoint: %s", out)
+	}
+	restored, slowest := 0, 0.0
+	for i, d := range details {
+		c := d.(map[string]any)
+		if c["last_task"] == "" || c["duration_ms"].(float64) <= 0 {
+			t.Errorf("checkpoint %d: implausible details %v", i+1, c)
+		}
+		if c["restored"] == true {
+			restored++
+		} else if restored > 0 {
+			t.Errorf("checkpoint %d of the killed job after one of the restored job's", i+1)
+		}
+		slowest = max(slowest, c["duration_ms"].(float64))
+	}
+	// The killed job completed one checkpoint at least, and the restored
+	// job its terminal one.
+	if restored == 0 || restored == len(details) {
+		t.Errorf("%d of %d checkpoints marked restored: %s", restored, len(details), out)
+	}
+	if s := got["ckpt_slowest"].(map[string]any)["duration_ms"].(float64); s != slowest {
+		t.Errorf("the slowest checkpoint took %v ms, the longest of the details %v ms", s, slowest)
+	}
+	code, out, errs = clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details")
+	if code != 0 || !strings.Contains(out, "\nrestored     ") || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "\nrecovery ") {
+		t.Errorf("text report: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,7 +32,8 @@ var childEnv []string
 //
 //	emitted N T   the sources emitted N events (per scan) by T
 //	output T      the sinks took their first record at T
-//	ckpt D        a checkpoint completed in D nanoseconds
+//	ckpt D P...   a checkpoint completed in D nanoseconds; P are its phases
+//	              (phaseFields) and the task it waited for last
 //	done N        the job finished after emitting N events (per scan)
 //
 // T is a Unix time in nanoseconds.
@@ -86,7 +88,7 @@ func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer)
 			now := time.Now().UnixNano()
 			if s := reg.Summary(); s.CheckpointsCompleted > ckpts {
 				ckpts = s.CheckpointsCompleted
-				fmt.Fprintf(w, "ckpt %d\n", s.LastCheckpointDuration)
+				fmt.Fprintf(w, "ckpt %d %s\n", s.LastCheckpointDuration, phaseFields(s.LastCheckpointPhases))
 			}
 			if n := job.emitted() / int64(job.scans); n > last {
 				last = n
@@ -119,13 +121,42 @@ func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer)
 	return err
 }
 
+// phaseFields formats a checkpoint's phases for a ckpt line: start delay,
+// alignment, sync and async of the task waited for last, the longest of
+// each over all tasks (nanoseconds), then that task's name.
+func phaseFields(p metrics.CheckpointPhases) string {
+	l, m := p.LastParts, p.Longest
+	return fmt.Sprintf("%d %d %d %d %d %d %d %d %s", l.StartDelay, l.Alignment, l.Sync, l.Async,
+		m.StartDelay, m.Alignment, m.Sync, m.Async, p.Last)
+}
+
+// parseCheckpoint parses a ckpt line's fields after "ckpt".
+func parseCheckpoint(f []string) (checkpointSample, error) {
+	if len(f) < 10 {
+		return checkpointSample{}, errors.New("too few fields")
+	}
+	var ns [9]time.Duration
+	for i := range ns {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return checkpointSample{}, err
+		}
+		ns[i] = time.Duration(n)
+	}
+	return checkpointSample{duration: ns[0], phases: metrics.CheckpointPhases{
+		Last:      strings.Join(f[9:], " "),
+		LastParts: metrics.CheckpointParts{StartDelay: ns[1], Alignment: ns[2], Sync: ns[3], Async: ns[4]},
+		Longest:   metrics.CheckpointParts{StartDelay: ns[5], Alignment: ns[6], Sync: ns[7], Async: ns[8]},
+	}}, nil
+}
+
 // benchChild is a running job process of a --kill-after run.
 type benchChild struct {
 	cmd    *exec.Cmd
 	lines  *bufio.Scanner
 	stderr bytes.Buffer
-	// ckpts are the durations of the checkpoints it completed.
-	ckpts []time.Duration
+	// ckpts are the checkpoints it completed.
+	ckpts []checkpointSample
 }
 
 func startBenchChild(o benchOptions, dir, restore string) (*benchChild, error) {
@@ -168,7 +199,15 @@ type progress struct {
 func (c *benchChild) next() (p progress, ok bool, err error) {
 	for c.lines.Scan() {
 		f := strings.Fields(c.lines.Text())
-		nums := make([]int64, len(f)-1)
+		if len(f) > 0 && f[0] == "ckpt" {
+			s, err := parseCheckpoint(f[1:])
+			if err != nil {
+				return p, false, fmt.Errorf("the job process reported %q: %w", c.lines.Text(), err)
+			}
+			c.ckpts = append(c.ckpts, s)
+			continue
+		}
+		nums := make([]int64, max(len(f)-1, 0))
 		for i := range nums {
 			if nums[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
 				return p, false, fmt.Errorf("the job process reported %q: %w", c.lines.Text(), err)
@@ -179,8 +218,6 @@ func (c *benchChild) next() (p progress, ok bool, err error) {
 			return progress{kind: f[0], n: nums[0], at: time.Unix(0, nums[1])}, true, nil
 		case len(f) == 2 && f[0] == "output":
 			return progress{kind: f[0], at: time.Unix(0, nums[0])}, true, nil
-		case len(f) == 2 && f[0] == "ckpt":
-			c.ckpts = append(c.ckpts, time.Duration(nums[0]))
 		case len(f) == 2 && f[0] == "done":
 			return progress{kind: f[0], n: nums[0]}, true, nil
 		default:
@@ -309,7 +346,11 @@ func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
 	cpu1, rss1 := first.usage()
 	cpu2, rss2 := second.usage()
 	cpu := cpu1 + cpu2
-	durations := append(first.ckpts, second.ckpts...)
+	samples := append(slices.Clip(first.ckpts), second.ckpts...)
+	durations := make([]time.Duration, len(samples))
+	for i, s := range samples {
+		durations[i] = s.duration
+	}
 	res := &benchResult{
 		Query:         o.query,
 		Events:        o.events,
@@ -322,6 +363,14 @@ func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
 		CkptP99Ms:     percentileMs(durations, 0.99),
 		PeakRSSMB:     float64(max(rss1, rss2)) / (1 << 20),
 		durations:     durations,
+	}
+	res.CkptSlowest = slowest(samples)
+	if o.details {
+		for i, s := range samples {
+			c := checkpointReportOf(s)
+			c.Restored = i >= len(first.ckpts)
+			res.CkptDetails = append(res.CkptDetails, c)
+		}
 	}
 	restarts := int64(1)
 	rec, rst, rpl := output.Sub(killedAt).Seconds(), running.Sub(killedAt).Seconds(), replay.Sub(killedAt).Seconds()
