@@ -401,7 +401,7 @@ func (t *cowTable[K, V]) writableShard(s *kgTable[K, V]) {
 	}
 	slots, slab := t.newSlots(len(s.slots))
 	copySlots(slots, s.slots)
-	t.placeSlots(s, slots, slab)
+	t.setSlots(s, slots, slab)
 	s.used = slices.Clone(s.used)
 	s.tags = slices.Clone(s.tags)
 	s.written = slices.Clone(s.written)
@@ -426,7 +426,7 @@ func (t *cowTable[K, V]) growShard(s *kgTable[K, V], need int) {
 	}
 	old := *s
 	slots, slab := t.newSlots(c)
-	t.placeSlots(s, slots, slab)
+	t.setSlots(s, slots, slab)
 	s.used = make([]uint64, (c+63)/64)
 	s.tags, s.written, s.epochs = nil, nil, nil
 	if !t.flat {

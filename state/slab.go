@@ -93,15 +93,9 @@ func (t *cowTable[K, V]) newSlots(n int) ([]kv[K, V], *slotSlab[K, V]) {
 
 // setSlots makes slots (carved from slab, or nil) the slot array of s in
 // place of its current one, and moves the arrays still used in the slab
-// it leaves if that slab is now mostly unused.
+// it leaves if that slab is now mostly unused. The caller clears
+// lastSlot. In a table that is not slabbed it changes nothing but s.
 func (t *cowTable[K, V]) setSlots(s *kgTable[K, V], slots []kv[K, V], slab *slotSlab[K, V]) {
-	t.lastSlot = nil
-	t.placeSlots(s, slots, slab)
-}
-
-// placeSlots is setSlots but for lastSlot, which the caller clears. In a
-// table that is not slabbed it changes nothing but s.
-func (t *cowTable[K, V]) placeSlots(s *kgTable[K, V], slots []kv[K, V], slab *slotSlab[K, V]) {
 	old := s.slab
 	if old != nil {
 		old.live -= len(s.slots)

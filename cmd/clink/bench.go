@@ -612,19 +612,25 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		Checkpoints:   reg.Summary().CheckpointsCompleted,
 		PeakRSSMB:     float64(rss) / (1 << 20),
 	}
-	durations := make([]time.Duration, len(samples))
+	res.setCheckpoints(samples, o.details)
+	return res, nil
+}
+
+// setCheckpoints reports samples, the run's completed checkpoints in
+// order: their durations and percentiles, the slowest, and with details
+// each of them.
+func (r *benchResult) setCheckpoints(samples []checkpointSample, details bool) {
+	r.durations = make([]time.Duration, len(samples))
 	for i, s := range samples {
-		durations[i] = s.duration
+		r.durations[i] = s.duration
 	}
-	res.CkptP50Ms, res.CkptP99Ms = percentileMs(durations, 0.50), percentileMs(durations, 0.99)
-	res.durations = durations
-	res.CkptSlowest = slowest(samples)
-	if o.details {
+	r.CkptP50Ms, r.CkptP99Ms = percentileMs(r.durations, 0.50), percentileMs(r.durations, 0.99)
+	r.CkptSlowest = slowest(samples)
+	if details {
 		for _, s := range samples {
-			res.CkptDetails = append(res.CkptDetails, checkpointReportOf(s))
+			r.CkptDetails = append(r.CkptDetails, checkpointReportOf(s))
 		}
 	}
-	return res, nil
 }
 
 // percentileMs is the nearest-rank q-quantile of ds in milliseconds, 0

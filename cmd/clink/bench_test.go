@@ -63,10 +63,12 @@ func TestBenchNexmarkQuery(t *testing.T) {
 	}
 }
 
-// TestBenchNexmarkCheckpointDetails: --checkpoint-details reports every
-// checkpoint, in the JSON object and in the text report.
-func TestBenchNexmarkCheckpointDetails(t *testing.T) {
-	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
+// checkpointDetails runs clink with args (a --checkpoint-details --json
+// bench) and returns its ckpt_details, checked against its checkpoint
+// count and its slowest checkpoint.
+func checkpointDetails(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	code, out, errs := clink(t, args...)
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
@@ -74,22 +76,36 @@ func TestBenchNexmarkCheckpointDetails(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("output %q is not one JSON object: %v", out, err)
 	}
-	details, ok := got["ckpt_details"].([]any)
-	if !ok || len(details) == 0 || float64(len(details)) != got["checkpoints"].(float64) {
+	list, ok := got["ckpt_details"].([]any)
+	if !ok || len(list) == 0 || float64(len(list)) != got["checkpoints"].(float64) {
 		t.Fatalf("want one ckpt_details entry per checkpoint: %s", out)
 	}
+	details := make([]map[string]any, len(list))
 	slowest := 0.0
-	for i, d := range details {
+	for i, d := range list {
 		c := d.(map[string]any)
-		if len(c) != 10 || c["last_task"] == "" || c["duration_ms"].(float64) <= 0 {
+		if c["last_task"] == "" || c["duration_ms"].(float64) <= 0 {
 			t.Errorf("checkpoint %d: implausible details %v", i+1, c)
 		}
+		details[i] = c
 		slowest = max(slowest, c["duration_ms"].(float64))
 	}
 	if s := got["ckpt_slowest"].(map[string]any)["duration_ms"].(float64); s != slowest {
 		t.Errorf("the slowest checkpoint took %v ms, the longest of the details %v ms", s, slowest)
 	}
-	code, out, errs = clink(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details")
+	return details
+}
+
+// TestBenchNexmarkCheckpointDetails: --checkpoint-details reports every
+// checkpoint, in the JSON object and in the text report.
+func TestBenchNexmarkCheckpointDetails(t *testing.T) {
+	details := checkpointDetails(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
+	for i, c := range details {
+		if len(c) != 10 {
+			t.Errorf("checkpoint %d: want 10 fields, got %v", i+1, c)
+		}
+	}
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details")
 	if code != 0 || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "waited last for") {
 		t.Errorf("text report: exit %d, stdout %q, stderr %q; want a line per checkpoint", code, out, errs)
 	}
@@ -158,40 +174,21 @@ func TestBenchNexmarkKillAfter(t *testing.T) {
 // TestBenchNexmarkKillAfterDetails reports every checkpoint of both
 // processes of a --kill-after run, the restored job's marked.
 func TestBenchNexmarkKillAfterDetails(t *testing.T) {
-	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
-	if code != 0 {
-		t.Fatalf("exit %d, stderr %q", code, errs)
-	}
-	var got map[string]any
-	if err := json.Unmarshal([]byte(out), &got); err != nil {
-		t.Fatalf("output %q is not one JSON object: %v", out, err)
-	}
-	details, ok := got["ckpt_details"].([]any)
-	if !ok || float64(len(details)) != got["checkpoints"].(float64) {
-		t.Fatalf("want one ckpt_details entry per checkpoint: %s", out)
-	}
-	restored, slowest := 0, 0.0
-	for i, d := range details {
-		c := d.(map[string]any)
-		if c["last_task"] == "" || c["duration_ms"].(float64) <= 0 {
-			t.Errorf("checkpoint %d: implausible details %v", i+1, c)
-		}
+	details := checkpointDetails(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
+	restored := 0
+	for i, c := range details {
 		if c["restored"] == true {
 			restored++
 		} else if restored > 0 {
 			t.Errorf("checkpoint %d of the killed job after one of the restored job's", i+1)
 		}
-		slowest = max(slowest, c["duration_ms"].(float64))
 	}
 	// The killed job completed one checkpoint at least, and the restored
 	// job its terminal one.
 	if restored == 0 || restored == len(details) {
-		t.Errorf("%d of %d checkpoints marked restored: %s", restored, len(details), out)
+		t.Errorf("%d of %d checkpoints marked restored: %v", restored, len(details), details)
 	}
-	if s := got["ckpt_slowest"].(map[string]any)["duration_ms"].(float64); s != slowest {
-		t.Errorf("the slowest checkpoint took %v ms, the longest of the details %v ms", s, slowest)
-	}
-	code, out, errs = clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details")
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details")
 	if code != 0 || !strings.Contains(out, "\nrestored     ") || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "\nrecovery ") {
 		t.Errorf("text report: exit %d, stdout %q, stderr %q", code, out, errs)
 	}

@@ -347,10 +347,6 @@ func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
 	cpu2, rss2 := second.usage()
 	cpu := cpu1 + cpu2
 	samples := append(slices.Clip(first.ckpts), second.ckpts...)
-	durations := make([]time.Duration, len(samples))
-	for i, s := range samples {
-		durations[i] = s.duration
-	}
 	res := &benchResult{
 		Query:         o.query,
 		Events:        o.events,
@@ -358,19 +354,12 @@ func runKillBench(ctx context.Context, o benchOptions) (*benchResult, error) {
 		EventsPerS:    float64(o.events) / wall.Seconds(),
 		CPUS:          cpu.Seconds(),
 		EventsPerCPUS: float64(o.events) / cpu.Seconds(),
-		Checkpoints:   int64(len(durations)),
-		CkptP50Ms:     percentileMs(durations, 0.50),
-		CkptP99Ms:     percentileMs(durations, 0.99),
+		Checkpoints:   int64(len(samples)),
 		PeakRSSMB:     float64(max(rss1, rss2)) / (1 << 20),
-		durations:     durations,
 	}
-	res.CkptSlowest = slowest(samples)
-	if o.details {
-		for i, s := range samples {
-			c := checkpointReportOf(s)
-			c.Restored = i >= len(first.ckpts)
-			res.CkptDetails = append(res.CkptDetails, c)
-		}
+	res.setCheckpoints(samples, o.details)
+	for _, c := range res.CkptDetails[min(len(first.ckpts), len(res.CkptDetails)):] {
+		c.Restored = true
 	}
 	restarts := int64(1)
 	rec, rst, rpl := output.Sub(killedAt).Seconds(), running.Sub(killedAt).Seconds(), replay.Sub(killedAt).Seconds()
