@@ -139,30 +139,40 @@ type MemoryBackend struct {
 	// by NewMemoryBackendWith only.
 	incremental bool
 	inc         *incrState
+	// maps holds the chain files RestoreFiles mapped, which merged
+	// entries of restored point into.
+	maps fileMaps
 }
 
 // restoredGroup is the restored state of one table in one key group, in
-// one of three forms: data, as FrozenTable.AppendGroup encodes it
+// one of four forms: data, as FrozenTable.AppendGroup encodes it
 // (restored from key-group data); merged, the entries of a merge of the
-// files of incremental checkpoints (pointing into the files' bytes); or
-// delim, those entries delimited (see changelog.go), as a capture writes
-// them. Capture turns merged into delim.
+// files of incremental checkpoints (pointing into the files' bytes);
+// lazy, such a merge not done yet; or delim, merged entries delimited
+// (see changelog.go), as a capture writes them. Capture turns merged and
+// lazy into delim.
 type restoredGroup struct {
 	kg      int
 	entries int
 	data    []byte
 	merged  []mergedEntry
 	delim   []byte
+	// lazy is a merge the table does as it decodes (chainMerge.each), in
+	// place of merged; entries is then at least the number of entries.
+	lazy *chainMerge
 }
 
 // delimited reports whether g came from the files of incremental
 // checkpoints, so that a capture can write its entries as they are.
-func (g restoredGroup) delimited() bool { return g.merged != nil || g.delim != nil }
+func (g restoredGroup) delimited() bool { return g.merged != nil || g.delim != nil || g.lazy != nil }
 
 // mergedEntries returns the entries of a delimited group.
 func (g restoredGroup) mergedEntries() ([]mergedEntry, error) {
 	if g.merged != nil {
 		return g.merged, nil
+	}
+	if g.lazy != nil {
+		return g.lazy.entries()
 	}
 	es, err := parseMerged(g.entries, g.delim)
 	if err != nil {
@@ -321,11 +331,19 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 	// bytes.
 	for name, groups := range b.restored {
 		for i, g := range groups {
-			if g.merged != nil {
-				groups[i] = restoredGroup{kg: g.kg, entries: g.entries, delim: appendEntriesDelimited(nil, g.merged)}
+			if g.merged != nil || g.lazy != nil {
+				es, err := g.mergedEntries()
+				if err != nil {
+					return nil, fmt.Errorf("capturing state %q restored but not registered: %w", name, err)
+				}
+				groups[i] = restoredGroup{kg: g.kg, entries: len(es), delim: appendEntriesDelimited(nil, es)}
 			}
 		}
 		c.pending = append(c.pending, pendingTable{name: name, groups: slices.Clone(groups)})
+	}
+	// Nothing points into the restored files any more.
+	if err := b.maps.release(); err != nil {
+		return nil, err
 	}
 	slices.SortFunc(c.pending, func(x, y pendingTable) int {
 		if x.name < y.name {
@@ -347,7 +365,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 // checkpoints to stop.
 func (b *MemoryBackend) Close() error {
 	b.closeIncremental()
-	return nil
+	return b.maps.release()
 }
 
 type pendingTable struct {

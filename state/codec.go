@@ -169,6 +169,28 @@ func (boolCodec) Decode(src []byte) (bool, int, error) {
 	return false, 0, fmt.Errorf("decoding bool: invalid byte %#x", src[0])
 }
 
+// RunDecoder is implemented by a codec that decodes a run of values better
+// with state kept from one value to the next, which Decode may not keep.
+// A restore decodes the keys and values of each key group it restores
+// with functions NewDecoder returned for that key group alone: for
+// instance, keys that repeat a string of the key before them can share its
+// bytes instead of copying them once each.
+type RunDecoder[T any] interface {
+	// NewDecoder returns a function that decodes as Decode does, for one
+	// goroutine and one run of values; the values it returns may share
+	// memory with each other (never with src).
+	NewDecoder() func(src []byte) (T, int, error)
+}
+
+// decoderOf returns the decode function for one run of values of c: its
+// NewDecoder's if it is a RunDecoder, else its Decode.
+func decoderOf[T any](c Codec[T]) func(src []byte) (T, int, error) {
+	if r, ok := c.(RunDecoder[T]); ok {
+		return r.NewDecoder()
+	}
+	return c.Decode
+}
+
 // KeyHasher is implemented by a key codec that hashes its keys itself
 // instead of from their encoding (see HashInKeyGroup). The hash decides
 // the key's key group, so it must be as stable as the encoding. HashKey is

@@ -796,13 +796,14 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 	}
 	s := t.restoreShard(kg, entries, len(data))
 	now := t.restoreNow()
+	decodeKey, decodeValue := decoderOf(t.keyCodec), decoderOf(t.valueCodec)
 	for i := 0; i < entries; i++ {
-		k, n, err := t.keyCodec.Decode(data)
+		k, n, err := decodeKey(data)
 		if err != nil {
 			return fmt.Errorf("key group %d, entry %d: decoding key: %w", kg, i, err)
 		}
 		data = data[n:]
-		v, n, err := t.valueCodec.Decode(data)
+		v, n, err := decodeValue(data)
 		if err != nil {
 			return fmt.Errorf("key group %d, entry %d: decoding value: %w", kg, i, err)
 		}
@@ -827,6 +828,12 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 func (t *cowTable[K, V]) restoreGroup(g restoredGroup) error {
 	if !g.delimited() {
 		return t.RestoreGroup(g.kg, g.entries, g.data)
+	}
+	if g.lazy != nil {
+		if !t.rng.Contains(g.kg) {
+			return nil
+		}
+		return t.decodeLazy(t.restoreShard(g.kg, g.entries, g.entries), g.kg, g.lazy, t.restoreNow())
 	}
 	es, err := g.mergedEntries()
 	if err != nil {
@@ -905,6 +912,9 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 			t.growRestored(s, s.n+g.entries)
 			t.writableShard(s)
 		}
+		if g.lazy != nil {
+			return t.decodeLazy(shards[i], g.kg, g.lazy, now)
+		}
 		es, err := g.mergedEntries()
 		if err != nil {
 			return err
@@ -921,26 +931,55 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 // and key hash only, and changes nothing of the table outside s while s
 // has room for the entries.
 func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []mergedEntry, now int64) error {
-	for i, e := range entries {
-		k, n, err := t.keyCodec.Decode(e.key)
-		if err == nil && n != len(e.key) {
-			err = fmt.Errorf("%d bytes after the key", len(e.key)-n)
-		}
-		if err != nil {
-			return fmt.Errorf("key group %d, entry %d: decoding key: %w", kg, i, err)
-		}
-		v, n, err := t.valueCodec.Decode(e.value)
-		if err == nil && n != len(e.value) {
-			err = fmt.Errorf("%d bytes after the value", len(e.value)-n)
-		}
-		if err != nil {
-			return fmt.Errorf("key group %d, entry %d: decoding value: %w", kg, i, err)
-		}
-		if err := t.restoreEntry(s, kg, i, k, v, e.w, now); err != nil {
+	d := t.newEntryDecoder(s, kg, now)
+	for _, e := range entries {
+		if err := d.entry(e.key, e.value, e.w); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// decodeLazy is decodeEntries for a merge not done yet: a key its changes
+// write again is written again, as restoreEntry writes a key it holds.
+func (t *cowTable[K, V]) decodeLazy(s *kgTable[K, V], kg int, c *chainMerge, now int64) error {
+	return c.each(t.newEntryDecoder(s, kg, now).entry)
+}
+
+// entryDecoder decodes the restored entries of one key group into its
+// shard, with one run of each codec's decoder (RunDecoder).
+type entryDecoder[K comparable, V any] struct {
+	t           *cowTable[K, V]
+	s           *kgTable[K, V]
+	kg, i       int
+	now         int64
+	decodeKey   func([]byte) (K, int, error)
+	decodeValue func([]byte) (V, int, error)
+}
+
+func (t *cowTable[K, V]) newEntryDecoder(s *kgTable[K, V], kg int, now int64) *entryDecoder[K, V] {
+	return &entryDecoder[K, V]{t: t, s: s, kg: kg, now: now, decodeKey: decoderOf(t.keyCodec), decodeValue: decoderOf(t.valueCodec)}
+}
+
+// entry decodes the next entry, written at w, into the shard.
+func (d *entryDecoder[K, V]) entry(key, value []byte, w int64) error {
+	i := d.i
+	d.i++
+	k, n, err := d.decodeKey(key)
+	if err == nil && n != len(key) {
+		err = fmt.Errorf("%d bytes after the key", len(key)-n)
+	}
+	if err != nil {
+		return fmt.Errorf("key group %d, entry %d: decoding key: %w", d.kg, i, err)
+	}
+	v, n, err := d.decodeValue(value)
+	if err == nil && n != len(value) {
+		err = fmt.Errorf("%d bytes after the value", len(value)-n)
+	}
+	if err != nil {
+		return fmt.Errorf("key group %d, entry %d: decoding value: %w", d.kg, i, err)
+	}
+	return d.t.restoreEntry(d.s, d.kg, i, k, v, w, d.now)
 }
 
 // restoreShard returns the shard of key group kg, with room made for the

@@ -14,3 +14,10 @@ func SetRestoreWorkers(n int) (undo func()) {
 	restoreWorkers = func() int { return n }
 	return func() { restoreWorkers = old }
 }
+
+// MappedFiles returns how many chain files b holds mapped.
+func MappedFiles(b *MemoryBackend) int {
+	b.maps.mu.Lock()
+	defer b.maps.mu.Unlock()
+	return len(b.maps.maps)
+}

@@ -46,11 +46,16 @@ import (
 // key group with the deltas after it, and then keeps the chain: the next
 // checkpoint only adds a delta, also after a rescale (each file of the
 // chain applies to the key groups its manifest entry names). Files are
-// read and key groups merged on several goroutines; a merged key group is
-// a list of entries pointing into the files' bytes, which its table
-// decodes when the operator registers it (mergedEntry, restoredGroup).
-// The large arrays a restore fills at once are mapped when made
-// (makeFaulted, growRestored), not page by page as they are written.
+// mapped read-only (mapFile: no copy, no fresh memory) and key groups
+// merged on several goroutines; a merged key group points into the
+// files' bytes, which its table decodes when the operator registers it
+// (mergedEntry, restoredGroup). Where the deltas mostly insert, the merge
+// is left to the table: it takes the base's entries and then the deltas'
+// (chainMerge), without looking up each entry of the base. The files stay
+// mapped until the next capture, which copies what a table not registered
+// yet still holds of them. The large arrays a restore fills at once are
+// mapped when made (makeFaulted, growRestored), not page by page as they
+// are written.
 
 // MemoryOptions configure a memory backend.
 type MemoryOptions struct {
@@ -830,6 +835,9 @@ func manifestOf(fs *FileState) (*chainManifest, error) {
 type mergedTable struct {
 	name    string
 	entries []mergedEntry
+	// lazy, if not nil, holds the merge not done yet in place of entries
+	// (see chainMerge).
+	lazy *chainMerge
 }
 
 // mergedEntry is one entry of a merged table, a put: key and value point
@@ -890,8 +898,42 @@ type loadedFile struct {
 type chainLoader struct {
 	sf             SharedFiles
 	maxParallelism int
-	mu             sync.Mutex
-	files          map[string]*loadedFile
+	// maps: the files are mapped rather than read (mapFile), and kept
+	// mapped in maps until the loader's owner releases them.
+	maps *fileMaps
+	// lazy: a key group's merges may be left to the tables (chainMerge).
+	lazy  bool
+	mu    sync.Mutex
+	files map[string]*loadedFile
+}
+
+// fileMaps holds the chain files a restore mapped until nothing points
+// into their bytes any more. Its methods may be called concurrently.
+type fileMaps struct {
+	mu   sync.Mutex
+	maps [][]byte
+}
+
+// add keeps data mapped until release.
+func (m *fileMaps) add(data []byte) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.maps = append(m.maps, data)
+}
+
+// release unmaps the files: nothing may read their bytes after it.
+func (m *fileMaps) release() error {
+	m.mu.Lock()
+	maps := m.maps
+	m.maps = nil
+	m.mu.Unlock()
+	var errs []error
+	for _, data := range maps {
+		if err := unmapFile(data); err != nil {
+			errs = append(errs, fmt.Errorf("unmapping a memory state file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // load returns the file name, read and parsed the first time it is asked
@@ -921,13 +963,25 @@ func (l *chainLoader) read(name string) (*loadedFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(p)
+	var data []byte
+	mapped := false
+	if l.maps != nil {
+		data, mapped, err = mapFile(p)
+	} else {
+		data, err = os.ReadFile(p)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading memory state file: %w", err)
 	}
 	base, secs, err := parseChainFile(name, data, l.maxParallelism)
 	if err != nil {
+		if mapped {
+			_ = unmapFile(data)
+		}
 		return nil, err
+	}
+	if mapped {
+		l.maps.add(data)
 	}
 	f := &loadedFile{base: base, byKG: map[int][]fileSection{}}
 	for _, s := range secs {
@@ -1052,12 +1106,25 @@ func (l *chainLoader) mergeKeyGroup(chain []chainFile, kg int) ([]mergedTable, e
 				break
 			}
 		}
-		m, err := mergeSections(kg, name, ss)
+		c, err := collectChanges(kg, name, ss)
 		if err != nil {
 			return nil, err
 		}
-		if len(m.entries) > 0 {
-			out = append(out, m)
+		// A table sizes its shard for bound(): with at most half as many
+		// puts as the base has entries, it is at most half again too
+		// large should every put write a key of the base again.
+		if l.lazy && c.puts <= c.base.entries/2 {
+			if c.bound() > 0 {
+				out = append(out, mergedTable{name: name, lazy: c})
+			}
+			continue
+		}
+		es, err := c.entries()
+		if err != nil {
+			return nil, err
+		}
+		if len(es) > 0 {
+			out = append(out, mergedTable{name: name, entries: es})
 		}
 	}
 	return out, nil
@@ -1162,26 +1229,41 @@ func keyString(key []byte) string {
 	return unsafe.String(unsafe.SliceData(key), len(key))
 }
 
-// mergeSections merges the sections of one table and key group, oldest
-// first: a later entry of a key replaces an earlier one.
-func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error) {
-	m := mergedTable{name: name}
-	put := func(e delimitedEntry) {
-		m.entries = append(m.entries, mergedEntry{key: e.key, value: e.value, w: e.w})
-	}
-	// The last entry of each key in the sections after the first; edits
-	// are applied onto the key's value before them, from these sections
-	// or the first (base, indexed on the first edit). Both are sized for
-	// every entry of those sections, so that neither grows as it fills:
-	// exact for a chain that mostly inserts, and otherwise a few words per
-	// entry of one key group's sections, whose bytes are in memory
-	// anyway, for the length of its merge. Their keys are strings over
-	// the sections' bytes, which nothing writes (keyString).
+// chainMerge is the merge of the sections of one table and key group,
+// oldest first, in which a later entry of a key replaces an earlier one:
+// the first section (base) and the last entry of each key in the others
+// (changes, edits applied). entries returns the merged entries. A table
+// restoring it may instead take the base's entries and then the changes
+// (each), writing a key the base holds again as it does any write: with
+// changes that mostly insert, as a table growing between checkpoints
+// writes them, that skips looking up every entry of the base among the
+// changes. The merge then keeps the sections' bytes until the table is
+// restored.
+type chainMerge struct {
+	kg   int
+	name string
+	base fileSection
+	// latest indexes changes by key, over the sections' bytes
+	// (keyString).
+	latest  map[string]int
+	changes []delimitedEntry
+	// puts and dels count the changes of each kind.
+	puts, dels int
+}
+
+// collectChanges indexes the last entry of each key in the sections
+// after the first: edits are applied onto the key's value before them,
+// from these sections or the first (base, indexed on the first edit). The
+// index and change list are sized for every entry of those sections, so
+// that neither grows as it fills: exact for a chain that mostly inserts,
+// and otherwise a few words per entry of one key group's sections, whose
+// bytes are in memory anyway, for the length of its merge.
+func collectChanges(kg int, name string, secs []fileSection) (*chainMerge, error) {
 	n := 0
 	for _, s := range secs[1:] {
 		n += s.entries
 	}
-	latest := make(map[string]int, n)
+	c := &chainMerge{kg: kg, name: name, base: secs[0], latest: make(map[string]int, n)}
 	changes := makeFaulted[delimitedEntry](n)[:0]
 	var base map[string]delimitedEntry
 	var failed error
@@ -1195,7 +1277,7 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 			if e.splice {
 				var before delimitedEntry
 				var had bool
-				if j, ok := latest[keyString(e.key)]; ok {
+				if j, ok := c.latest[keyString(e.key)]; ok {
 					before, had = changes[j], true
 				} else {
 					if base == nil {
@@ -1219,43 +1301,105 @@ func mergeSections(kg int, name string, secs []fileSection) (mergedTable, error)
 				e = delimitedEntry{key: e.key, value: v, w: e.w, edited: true}
 			}
 			k := keyString(e.key)
-			if j, ok := latest[k]; ok {
+			if j, ok := c.latest[k]; ok {
 				changes[j] = e
 				return
 			}
-			latest[k] = len(changes)
+			c.latest[k] = len(changes)
 			changes = append(changes, e)
 		})
 		if err == nil {
 			err = failed
 		}
 		if err != nil {
-			return m, err
+			return nil, err
 		}
 	}
-	m.entries = makeFaulted[mergedEntry](secs[0].entries + len(changes))[:0]
-	// The first section's entries that no later one replaced. A delta
-	// first in its chain may delete keys the state never had, but not
-	// edit their values.
-	spliced := false
-	err := eachEntry(kg, secs[0], func(e delimitedEntry) {
-		spliced = spliced || e.splice
-		if _, changed := latest[keyString(e.key)]; !changed && !e.del {
-			put(e)
-		}
-	})
-	if err == nil && spliced {
-		err = fmt.Errorf("key group %d, table %q: edits of a value the chain does not hold before them", kg, name)
-	}
-	if err != nil {
-		return m, err
-	}
+	c.changes = changes
 	for _, e := range changes {
-		if !e.del {
-			put(e)
+		if e.del {
+			c.dels++
+		} else {
+			c.puts++
 		}
 	}
-	return m, nil
+	return c, nil
+}
+
+// bound is at least the number of merged entries: each's count of calls.
+func (c *chainMerge) bound() int { return c.base.entries + c.puts }
+
+// entries returns the merged entries: the base's that no change replaced,
+// then the changes' puts.
+func (c *chainMerge) entries() ([]mergedEntry, error) {
+	es := makeFaulted[mergedEntry](c.bound())[:0]
+	// A delta first in its chain may delete keys the state never had, but
+	// not edit their values.
+	err := c.eachBase(func(e delimitedEntry) error {
+		if _, changed := c.latest[keyString(e.key)]; !changed {
+			es = append(es, mergedEntry{key: e.key, value: e.value, w: e.w})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range c.changes {
+		if !e.del {
+			es = append(es, mergedEntry{key: e.key, value: e.value, w: e.w})
+		}
+	}
+	return es, nil
+}
+
+// each calls f with the base's puts whose key no change deletes, then
+// with the changes' puts: a key may come twice, the merged value last.
+func (c *chainMerge) each(f func(key, value []byte, w int64) error) error {
+	err := c.eachBase(func(e delimitedEntry) error {
+		if c.dels > 0 {
+			if j, ok := c.latest[keyString(e.key)]; ok && c.changes[j].del {
+				return nil
+			}
+		}
+		return f(e.key, e.value, e.w)
+	})
+	if err != nil {
+		return err
+	}
+	for _, e := range c.changes {
+		if !e.del {
+			if err := f(e.key, e.value, e.w); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// eachBase calls f with the base's puts, refusing edits (which a base
+// cannot hold: there is no value before it to edit).
+func (c *chainMerge) eachBase(f func(delimitedEntry) error) error {
+	b := c.base.data
+	for i := 0; i < c.base.entries; i++ {
+		e, n, err := nextEntry(b)
+		if err != nil {
+			return fmt.Errorf("key group %d, table %q, entry %d: %w", c.kg, c.name, i, err)
+		}
+		b = b[n:]
+		if e.splice {
+			return fmt.Errorf("key group %d, table %q: edits of a value the chain does not hold before them", c.kg, c.name)
+		}
+		if e.del {
+			continue
+		}
+		if err := f(e); err != nil {
+			return err
+		}
+	}
+	if len(b) != 0 {
+		return fmt.Errorf("key group %d, table %q: %d bytes left after %d entries", c.kg, c.name, len(b), c.base.entries)
+	}
+	return nil
 }
 
 // ReadChain returns the key-group data (as Persist returns it) of a
@@ -1267,7 +1411,15 @@ func ReadChain(fs *FileState, sf SharedFiles) (groups []KeyGroupData, maxParalle
 	if err != nil || m == nil {
 		return nil, 0, false, err
 	}
-	l := &chainLoader{sf: sf, maxParallelism: m.maxParallelism}
+	// The merged tables are encoded anew (mergedKeyGroup): nothing
+	// returned points into the files, which are mapped only here.
+	maps := &fileMaps{}
+	defer func() {
+		if rerr := maps.release(); err == nil && rerr != nil {
+			groups, err = nil, rerr
+		}
+	}()
+	l := &chainLoader{sf: sf, maxParallelism: m.maxParallelism, maps: maps}
 	for kg := m.rng.Start; kg < m.rng.End; kg++ {
 		tables, err := l.mergeKeyGroup(m.files, kg)
 		if err != nil {
@@ -1300,7 +1452,10 @@ func mergedKeyGroup(kg int, tables []mergedTable) (KeyGroupData, bool) {
 func (b *MemoryBackend) RestoreFiles(snaps []*FileState, sf SharedFiles) error {
 	var inline [][]KeyGroupData
 	var chain []chainFile
-	l := &chainLoader{sf: sf, maxParallelism: b.maxParallelism}
+	// The files stay mapped while merged entries of tables not
+	// registered yet point into them: until the next capture (Capture)
+	// or Close.
+	l := &chainLoader{sf: sf, maxParallelism: b.maxParallelism, maps: &b.maps, lazy: true}
 	for _, fs := range snaps {
 		m, err := manifestOf(fs)
 		if err != nil {
@@ -1372,6 +1527,9 @@ func intersect(a, b KeyGroupRange) KeyGroupRange {
 func (b *MemoryBackend) restoreMerged(kg int, tables []mergedTable) error {
 	for _, m := range tables {
 		g := restoredGroup{kg: kg, entries: len(m.entries), merged: m.entries}
+		if m.lazy != nil {
+			g = restoredGroup{kg: kg, entries: m.lazy.bound(), lazy: m.lazy}
+		}
 		if t := b.byName[m.name]; t != nil {
 			if err := restoreGroups(t, []restoredGroup{g}); err != nil {
 				return fmt.Errorf("restoring state %q: %w", m.name, err)

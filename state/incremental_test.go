@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -784,5 +785,67 @@ func TestMemoryIncrementalRestoreLargeShards(t *testing.T) {
 			t.Fatalf("%d workers: nothing restored", workers)
 		}
 		r.Close()
+	}
+}
+
+// TestMemoryRestoreUnmapsFiles checks that a restore keeps the chain's
+// files mapped only while restored entries point into them: until the
+// next capture, or Close; the state stays readable after.
+func TestMemoryRestoreUnmapsFiles(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	src := openIncremental(t, 1<<40, full)
+	defer src.Close()
+	v, err := state.NewValue(src, "v", state.CodecFor[string](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 1000 {
+		v.Put(fmt.Sprintf("key-%d", k), fmt.Sprintf("value-%d", k))
+	}
+	statetest.PersistFiles(t, src, sf)
+	for k := 0; k < 1000; k += 7 {
+		v.Put(fmt.Sprintf("key-%d", k), "changed")
+	}
+	fs := statetest.PersistFiles(t, src, sf)
+
+	restore := func() *state.MemoryBackend {
+		r := openIncremental(t, 1<<40, full)
+		if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+			t.Fatal(err)
+		}
+		if n := state.MappedFiles(r); runtime.GOOS == "linux" && n != 2 {
+			t.Fatalf("%d files mapped after the restore, want the base and the delta", n)
+		}
+		return r
+	}
+	r := restore()
+	// Captured before the table registers: its entries are copied out of
+	// the files, which are then unmapped.
+	statetest.PersistFiles(t, r, sf)
+	if n := state.MappedFiles(r); n != 0 {
+		t.Fatalf("%d files mapped after a capture", n)
+	}
+	rv, err := state.NewValue(r, "v", state.CodecFor[string](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range 1000 {
+		want := fmt.Sprintf("value-%d", k)
+		if k%7 == 0 {
+			want = "changed"
+		}
+		if got, ok := rv.Get(fmt.Sprintf("key-%d", k)); !ok || got != want {
+			t.Fatalf("key-%d: got %q, %v, want %q", k, got, ok, want)
+		}
+	}
+	r.Close()
+
+	r = restore()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := state.MappedFiles(r); n != 0 {
+		t.Fatalf("%d files mapped after Close", n)
 	}
 }

@@ -2,7 +2,11 @@ package state
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -95,6 +99,74 @@ func TestRestoreEntriesRefusesTrailingBytes(t *testing.T) {
 	} {
 		if _, err := parseMerged(tc.n, tc.b); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: parseMerged = %v, want an error saying %q", tc.what, err, tc.want)
+		}
+	}
+}
+
+// TestChainMergeEachMatchesEntries merges random sections of puts and
+// deletes over a few keys (the first holds each key once, as a base or a
+// delta first in its chain does) both ways: the merged entries (no key twice)
+// and each's base-then-changes order applied as writes must both give
+// what applying the sections in order gives, each within bound calls.
+func TestChainMergeEachMatchesEntries(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for round := range 300 {
+		keys := 1 + rnd.IntN(20)
+		want := map[string]string{}
+		var secs []fileSection
+		for si := range 1 + rnd.IntN(5) {
+			var data []byte
+			n := rnd.IntN(2 * keys)
+			if si == 0 {
+				// A base, or a delta first in its chain: a key once.
+				n = rnd.IntN(keys + 1)
+			}
+			for i := range n {
+				k := fmt.Sprintf("k%d", rnd.IntN(keys))
+				if si == 0 {
+					k = fmt.Sprintf("k%d", i)
+				}
+				if rnd.IntN(4) == 0 {
+					data = append(data, opDelete)
+					data = binary.AppendUvarint(data, uint64(len(k)))
+					data = append(data, k...)
+					delete(want, k)
+					continue
+				}
+				v := fmt.Sprintf("v%d.%d.%d", round, si, i)
+				data = appendPutEntry(data, []byte(k), []byte(v), int64(i))
+				want[k] = v
+			}
+			secs = append(secs, fileSection{kg: 0, name: "t", entries: n, data: data})
+		}
+		c, err := collectChanges(0, "t", secs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, err := c.entries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged := map[string]string{}
+		for _, e := range es {
+			if _, dup := merged[string(e.key)]; dup {
+				t.Fatalf("round %d: key %s merged twice", round, e.key)
+			}
+			merged[string(e.key)] = string(e.value)
+		}
+		written, calls := map[string]string{}, 0
+		if err := c.each(func(k, v []byte, _ int64) error {
+			calls++
+			written[string(k)] = string(v)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(merged, want) || !maps.Equal(written, want) {
+			t.Fatalf("round %d:\nentries %v\neach    %v\nwant    %v", round, merged, written, want)
+		}
+		if calls > c.bound() {
+			t.Fatalf("round %d: each called %d times, bound %d", round, calls, c.bound())
 		}
 	}
 }
