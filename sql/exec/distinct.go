@@ -132,10 +132,36 @@ func readString(src []byte, at int) (string, int, error) {
 }
 
 func (distinctKeyCodec) Decode(src []byte) (distinctKey, int, error) {
+	return decodeDistinctKey(src, nil)
+}
+
+// NewDecoder implements state.RunDecoder: a key group's entries are those
+// of the few groups whose keys hash to it, so a key whose group is the
+// one of the key decoded before it shares that group's string.
+func (distinctKeyCodec) NewDecoder() func(src []byte) (distinctKey, int, error) {
+	var last string
+	return func(src []byte) (distinctKey, int, error) {
+		k, n, err := decodeDistinctKey(src, &last)
+		if err == nil {
+			last = k.group
+		}
+		return k, n, err
+	}
+}
+
+// decodeDistinctKey decodes a key; if last is not nil and the key's group
+// equals *last, the key takes that string rather than a copy.
+func decodeDistinctKey(src []byte, last *string) (distinctKey, int, error) {
 	var k distinctKey
-	g, at, err := readString(src, 0)
-	if err != nil {
-		return k, 0, err
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)-n) {
+		return k, 0, errDistinctKey
+	}
+	at := n + int(l)
+	if g := src[n:at]; last != nil && string(g) == *last {
+		k.group = *last
+	} else {
+		k.group = string(g)
 	}
 	slot, n := binary.Uvarint(src[at:])
 	if n <= 0 || slot > 1<<31 {
@@ -151,7 +177,8 @@ func (distinctKeyCodec) Decode(src []byte) (distinctKey, int, error) {
 	if err != nil {
 		return k, 0, err
 	}
-	return distinctKey{group: g, slot: uint32(slot), num: num, str: str}, at, nil
+	k.slot, k.num, k.str = uint32(slot), num, str
+	return k, at, nil
 }
 
 // distinctCountsCodec encodes the counts as varints.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
@@ -57,7 +58,50 @@ func FuzzDistinctDecoders(f *testing.F) {
 			}
 		}
 		gc.Decode(b)
+		// A run decoder decodes as Decode does, also after a key with
+		// the same group.
+		dec := kc.NewDecoder()
+		k, n, err := kc.Decode(b)
+		for range 2 {
+			if dk, dn, derr := dec(b); dk != k || dn != n || (derr == nil) != (err == nil) {
+				t.Fatalf("run decoder: %+v, %d, %v; Decode: %+v, %d, %v", dk, dn, derr, k, n, err)
+			}
+		}
 	})
+}
+
+// TestDistinctRunDecoderSharesGroups decodes the keys of two groups, in
+// runs: a key of the group of the key before it shares its string, and
+// every key comes back as Decode returns it.
+func TestDistinctRunDecoderSharesGroups(t *testing.T) {
+	kc := distinctKeyCodec{maxPar: 128}
+	keys := []distinctKey{
+		{group: "apple|2026-12-03", slot: 0, num: 1},
+		{group: "apple|2026-12-03", slot: 1, num: 2},
+		{group: "apple|2026-12-03", slot: 0, str: "x"},
+		{group: "baidu|2026-12-03", slot: 0, num: 1},
+		{group: "baidu|2026-12-03", slot: 0, num: 3},
+		{group: "apple|2026-12-03", slot: 0, num: 3},
+	}
+	dec := kc.NewDecoder()
+	var got []distinctKey
+	for _, k := range keys {
+		enc := kc.Append(nil, k)
+		d, n, err := dec(enc)
+		if err != nil || n != len(enc) || d != k {
+			t.Fatalf("key %+v decodes as %+v, %d, %v", k, d, n, err)
+		}
+		got = append(got, d)
+	}
+	same := func(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+	for i, shares := range []bool{false, true, true, false, true, false} {
+		if i > 0 && same(got[i].group, got[i-1].group) != shares {
+			t.Errorf("key %d shares the group of key %d: %v, want %v", i, i-1, !shares, shares)
+		}
+	}
+	if _, _, err := dec([]byte{5, 'a'}); err == nil {
+		t.Fatal("a truncated group decodes")
+	}
 }
 
 // TestDistinctGroupStateOldFormat restores the group state of a DISTINCT
