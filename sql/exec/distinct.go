@@ -136,32 +136,38 @@ func (distinctKeyCodec) Decode(src []byte) (distinctKey, int, error) {
 }
 
 // NewDecoder implements state.RunDecoder: a key group's entries are those
-// of the few groups whose keys hash to it, so a key whose group is the
-// one of the key decoded before it shares that group's string.
+// of the groups whose keys hash to it, a few hundred at most in a large
+// job, so a key takes the string of its group decoded first in the run
+// rather than a copy of its own (up to distinctSharedGroups groups).
 func (distinctKeyCodec) NewDecoder() func(src []byte) (distinctKey, int, error) {
-	var last string
+	groups := map[string]string{}
 	return func(src []byte) (distinctKey, int, error) {
-		k, n, err := decodeDistinctKey(src, &last)
-		if err == nil {
-			last = k.group
-		}
-		return k, n, err
+		return decodeDistinctKey(src, groups)
 	}
 }
 
-// decodeDistinctKey decodes a key; if last is not nil and the key's group
-// equals *last, the key takes that string rather than a copy.
-func decodeDistinctKey(src []byte, last *string) (distinctKey, int, error) {
+// distinctSharedGroups bounds the group strings a run decoder keeps.
+const distinctSharedGroups = 4096
+
+// decodeDistinctKey decodes a key; with groups not nil, the key takes the
+// string of an equal group in it, or adds its own while it has room.
+func decodeDistinctKey(src []byte, groups map[string]string) (distinctKey, int, error) {
 	var k distinctKey
 	l, n := binary.Uvarint(src)
 	if n <= 0 || l > uint64(len(src)-n) {
 		return k, 0, errDistinctKey
 	}
 	at := n + int(l)
-	if g := src[n:at]; last != nil && string(g) == *last {
-		k.group = *last
+	g := src[n:at]
+	if groups == nil {
+		k.group = string(g)
+	} else if shared, ok := groups[string(g)]; ok {
+		k.group = shared
 	} else {
 		k.group = string(g)
+		if len(groups) < distinctSharedGroups {
+			groups[k.group] = k.group
+		}
 	}
 	slot, n := binary.Uvarint(src[at:])
 	if n <= 0 || slot > 1<<31 {
