@@ -14,7 +14,8 @@ import (
 // Its methods are called from several goroutines at once (a snapshot is
 // encoded beside the task's writes, key groups are restored in parallel),
 // so a codec must not keep state between calls. Decode must copy what the
-// value keeps of src: src is a buffer of the state backend's.
+// value keeps of src: src is a buffer of the state backend's (in a
+// restore, a checkpoint file mapped read-only and unmapped after).
 type Codec[T any] interface {
 	// Append appends the encoding of v to dst.
 	Append(dst []byte, v T) []byte
