@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -898,8 +897,8 @@ type loadedFile struct {
 type chainLoader struct {
 	sf             SharedFiles
 	maxParallelism int
-	// maps: the files are mapped rather than read (mapFile), and kept
-	// mapped in maps until the loader's owner releases them.
+	// maps keeps the files mapFile mapped until the loader's owner
+	// releases them.
 	maps *fileMaps
 	// lazy: a key group's merges may be left to the tables (chainMerge).
 	lazy  bool
@@ -963,13 +962,7 @@ func (l *chainLoader) read(name string) (*loadedFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	var data []byte
-	mapped := false
-	if l.maps != nil {
-		data, mapped, err = mapFile(p)
-	} else {
-		data, err = os.ReadFile(p)
-	}
+	data, mapped, err := mapFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("reading memory state file: %w", err)
 	}
