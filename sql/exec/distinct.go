@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/clinkstream/clink/sql/expr"
 	"github.com/clinkstream/clink/sql/planner"
@@ -62,49 +63,89 @@ func planDistinct(aggs []planner.AggCall) (slots []distinctSlot, distinct []bool
 	return slots, distinct
 }
 
-// distinctKey is the key of one entry: the group's key (as the operator's
-// value state keys it), the slot, and the value: num for an integer
-// column, otherwise str, the value's types.AppendKey encoding.
-type distinctKey struct {
+// distinctNumKey is the key of an entry of an integer column's value: the
+// group's key (as the operator's value state keys it), the slot, and the
+// value. Its slots hold no second string, as the keys of other columns'
+// values do (distinctStrKey): DISTINCT over integers is the common case
+// and can hold millions of entries.
+type distinctNumKey struct {
 	group string
 	slot  uint32
 	num   int64
+}
+
+// distinctStrKey is the key of an entry of any other column's value: str
+// is the value's types.AppendKey encoding.
+type distinctStrKey struct {
+	group string
+	slot  uint32
 	str   string
 }
 
 // distinctCounts holds, per lane of the slot, how many rows of the group
 // added the value and were not retracted. An entry whose counts are all 0
-// is removed.
-type distinctCounts [distinctLanes]int64
+// is removed. A count that would pass maxDistinctCount fails the job.
+type distinctCounts [distinctLanes]uint32
 
-// distinctState is the table of a group aggregation's DISTINCT values.
-type distinctState = state.ValueState[distinctKey, distinctCounts]
+// maxDistinctCount is the most rows of one group that a lane counts with
+// one value at once.
+const maxDistinctCount = math.MaxUint32
 
-// distinctStateName names the table in checkpoints.
-const distinctStateName = "distinct"
+// The tables of DISTINCT values, as checkpoints name them. The integer
+// table keeps the key encoding of the single table that held every value
+// before string values moved to a table of their own; it refuses a string
+// value's entry, which only a checkpoint of that time holds.
+const (
+	distinctNumStateName = "distinct"
+	distinctStrStateName = "distinct-str"
+)
 
-// newDistinctState registers the table with a subtask's backend.
-func newDistinctState(b state.Backend) (*distinctState, error) {
+// distinctTables are a group aggregation's DISTINCT values; str is nil
+// when no slot needs it.
+type distinctTables struct {
+	num *state.ValueState[distinctNumKey, distinctCounts]
+	str *state.ValueState[distinctStrKey, distinctCounts]
+}
+
+// newDistinctState registers with a subtask's backend the tables the
+// slots need.
+func newDistinctState(b state.Backend, slots []distinctSlot) (*distinctTables, error) {
 	mp, ok := b.(interface{ MaxParallelism() int })
 	if !ok {
 		return nil, fmt.Errorf("state backend %q does not say its max parallelism", b.Name())
 	}
-	return state.NewValue(b, distinctStateName, distinctKeyCodec{maxPar: mp.MaxParallelism()}, distinctCountsCodec{})
+	var str bool
+	for _, sl := range slots {
+		str = str || !sl.num
+	}
+	// The integer table is registered even when no slot is of integers:
+	// restored from a checkpoint of the single table, its string entries
+	// fail the decode rather than stay unread while the string table
+	// starts empty.
+	var ts distinctTables
+	var err error
+	if ts.num, err = state.NewValue(b, distinctNumStateName, distinctNumKeyCodec{maxPar: mp.MaxParallelism()}, distinctCountsCodec{}); err != nil {
+		return nil, err
+	}
+	if str {
+		if ts.str, err = state.NewValue(b, distinctStrStateName, distinctStrKeyCodec{maxPar: mp.MaxParallelism()}, distinctCountsCodec{}); err != nil {
+			return nil, err
+		}
+	}
+	return &ts, nil
 }
 
-// distinctKeyCodec encodes distinctKeys and hashes them into the key group
-// of their group's key, so that they stay with the group when a job is
-// rescaled.
-type distinctKeyCodec struct{ maxPar int }
+// distinctNumKeyCodec encodes distinctNumKeys (group, slot, value and an
+// empty string, the old single table's encoding) and hashes them into the
+// key group of their group's key, so that they stay with the group when a
+// job is rescaled.
+type distinctNumKeyCodec struct{ maxPar int }
 
 // HashKey implements state.KeyHasher: the key group is that of the group
 // key (hashed as the operator's string keys are), the rest comes from the
 // slot and value.
-func (c distinctKeyCodec) HashKey(k distinctKey) uint64 {
+func (c distinctNumKeyCodec) HashKey(k distinctNumKey) uint64 {
 	e := state.HashUint64(uint64(k.num) + uint64(k.slot)*0x9e3779b97f4a7c15)
-	if k.str != "" {
-		e ^= state.HashString(k.str)
-	}
 	return state.HashInKeyGroup(state.HashString(k.group), e, c.maxPar)
 }
 
@@ -113,86 +154,134 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, s...)
 }
 
-func (distinctKeyCodec) Append(dst []byte, k distinctKey) []byte {
+func (distinctNumKeyCodec) Append(dst []byte, k distinctNumKey) []byte {
 	dst = appendString(dst, k.group)
 	dst = binary.AppendUvarint(dst, uint64(k.slot))
 	dst = binary.AppendVarint(dst, k.num)
-	return appendString(dst, k.str)
+	return binary.AppendUvarint(dst, 0)
 }
 
 var errDistinctKey = errors.New("corrupt DISTINCT value key")
 
-func readString(src []byte, at int) (string, int, error) {
-	l, n := binary.Uvarint(src[at:])
-	if n <= 0 || l > uint64(len(src)-at-n) {
-		return "", 0, errDistinctKey
-	}
-	at += n
-	return string(src[at : at+int(l)]), at + int(l), nil
-}
-
-func (distinctKeyCodec) Decode(src []byte) (distinctKey, int, error) {
-	return decodeDistinctKey(src, nil)
+func (distinctNumKeyCodec) Decode(src []byte) (distinctNumKey, int, error) {
+	return decodeDistinctNumKey(src, nil)
 }
 
 // NewDecoder implements state.RunDecoder: a key group's entries are those
 // of the groups whose keys hash to it, a few hundred at most in a large
 // job, so a key takes the string of its group decoded first in the run
 // rather than a copy of its own (up to distinctSharedGroups groups).
-func (distinctKeyCodec) NewDecoder() func(src []byte) (distinctKey, int, error) {
+func (distinctNumKeyCodec) NewDecoder() func(src []byte) (distinctNumKey, int, error) {
 	groups := map[string]string{}
-	return func(src []byte) (distinctKey, int, error) {
-		return decodeDistinctKey(src, groups)
+	return func(src []byte) (distinctNumKey, int, error) {
+		return decodeDistinctNumKey(src, groups)
 	}
 }
 
-// distinctSharedGroups bounds the group strings a run decoder keeps.
-const distinctSharedGroups = 4096
-
-// decodeDistinctKey decodes a key; with groups not nil, the key takes the
-// string of an equal group in it, or adds its own while it has room.
-func decodeDistinctKey(src []byte, groups map[string]string) (distinctKey, int, error) {
-	var k distinctKey
-	l, n := binary.Uvarint(src)
-	if n <= 0 || l > uint64(len(src)-n) {
-		return k, 0, errDistinctKey
+func decodeDistinctNumKey(src []byte, groups map[string]string) (distinctNumKey, int, error) {
+	var k distinctNumKey
+	group, slot, at, err := decodeDistinctHead(src, groups)
+	if err != nil {
+		return k, 0, err
 	}
-	at := n + int(l)
-	g := src[n:at]
-	if groups == nil {
-		k.group = string(g)
-	} else if shared, ok := groups[string(g)]; ok {
-		k.group = shared
-	} else {
-		k.group = string(g)
-		if len(groups) < distinctSharedGroups {
-			groups[k.group] = k.group
-		}
-	}
-	slot, n := binary.Uvarint(src[at:])
-	if n <= 0 || slot > 1<<31 {
-		return k, 0, errDistinctKey
-	}
-	at += n
 	num, n := binary.Varint(src[at:])
 	if n <= 0 {
 		return k, 0, errDistinctKey
 	}
 	at += n
-	str, at, err := readString(src, at)
-	if err != nil {
-		return k, 0, err
+	switch l, n := binary.Uvarint(src[at:]); {
+	case n <= 0:
+		return k, 0, errDistinctKey
+	case l != 0:
+		return k, 0, fmt.Errorf("DISTINCT value key of slot %d in table %q holds a string value: "+
+			"the checkpoint was written by an older version, which kept every DISTINCT value in one table", slot, distinctNumStateName)
+	default:
+		at += n
 	}
-	k.slot, k.num, k.str = uint32(slot), num, str
+	k.group, k.slot, k.num = group, slot, num
 	return k, at, nil
 }
 
-// distinctCountsCodec encodes the counts as varints.
+// distinctStrKeyCodec encodes distinctStrKeys (group, slot, value) and
+// hashes them as distinctNumKeyCodec does.
+type distinctStrKeyCodec struct{ maxPar int }
+
+// HashKey implements state.KeyHasher.
+func (c distinctStrKeyCodec) HashKey(k distinctStrKey) uint64 {
+	e := state.HashUint64(uint64(k.slot)*0x9e3779b97f4a7c15) ^ state.HashString(k.str)
+	return state.HashInKeyGroup(state.HashString(k.group), e, c.maxPar)
+}
+
+func (distinctStrKeyCodec) Append(dst []byte, k distinctStrKey) []byte {
+	dst = appendString(dst, k.group)
+	dst = binary.AppendUvarint(dst, uint64(k.slot))
+	return appendString(dst, k.str)
+}
+
+func (distinctStrKeyCodec) Decode(src []byte) (distinctStrKey, int, error) {
+	return decodeDistinctStrKey(src, nil)
+}
+
+// NewDecoder implements state.RunDecoder, as distinctNumKeyCodec's does.
+func (distinctStrKeyCodec) NewDecoder() func(src []byte) (distinctStrKey, int, error) {
+	groups := map[string]string{}
+	return func(src []byte) (distinctStrKey, int, error) {
+		return decodeDistinctStrKey(src, groups)
+	}
+}
+
+func decodeDistinctStrKey(src []byte, groups map[string]string) (distinctStrKey, int, error) {
+	var k distinctStrKey
+	group, slot, at, err := decodeDistinctHead(src, groups)
+	if err != nil {
+		return k, 0, err
+	}
+	l, n := binary.Uvarint(src[at:])
+	if n <= 0 || l > uint64(len(src)-at-n) {
+		return k, 0, errDistinctKey
+	}
+	at += n
+	k.group, k.slot, k.str = group, slot, string(src[at:at+int(l)])
+	return k, at + int(l), nil
+}
+
+// distinctSharedGroups bounds the group strings a run decoder keeps.
+const distinctSharedGroups = 4096
+
+// decodeDistinctHead decodes a key's group and slot and returns where its
+// value starts; with groups not nil, the group is the string of an equal
+// group in it, or added to it while it has room.
+func decodeDistinctHead(src []byte, groups map[string]string) (group string, slot uint32, at int, err error) {
+	l, n := binary.Uvarint(src)
+	if n <= 0 || l > uint64(len(src)-n) {
+		return "", 0, 0, errDistinctKey
+	}
+	at = n + int(l)
+	g := src[n:at]
+	if groups == nil {
+		group = string(g)
+	} else if shared, ok := groups[string(g)]; ok {
+		group = shared
+	} else {
+		group = string(g)
+		if len(groups) < distinctSharedGroups {
+			groups[group] = group
+		}
+	}
+	s, n := binary.Uvarint(src[at:])
+	if n <= 0 || s > 1<<31 {
+		return "", 0, 0, errDistinctKey
+	}
+	return group, uint32(s), at + n, nil
+}
+
+// distinctCountsCodec encodes the counts as varints (as signed integers:
+// the encoding of the int64 counts of earlier versions).
 type distinctCountsCodec struct{}
 
 func (distinctCountsCodec) Append(dst []byte, c distinctCounts) []byte {
 	for _, n := range c {
-		dst = binary.AppendVarint(dst, n)
+		dst = binary.AppendVarint(dst, int64(n))
 	}
 	return dst
 }
@@ -202,10 +291,10 @@ func (distinctCountsCodec) Decode(src []byte) (distinctCounts, int, error) {
 	at := 0
 	for i := range c {
 		n, m := binary.Varint(src[at:])
-		if n < 0 || m <= 0 {
+		if n < 0 || n > maxDistinctCount || m <= 0 {
 			return c, 0, errors.New("corrupt DISTINCT value counts")
 		}
-		c[i], at = n, at+m
+		c[i], at = uint32(n), at+m
 	}
 	return c, at, nil
 }
@@ -249,7 +338,7 @@ func addOrRetract(acc expr.Accumulator, v types.Value, add bool) error {
 // when values arrive that the group had not seen, so a checkpoint's delta
 // holds the new values alone, however often the old ones recur. (An entry
 // restored with a count above 1 keeps it; only zero and non-zero differ.)
-func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.AggCall, st *groupState, r types.Row, add, insertOnly bool) error {
+func accumulateDistinct(ds *distinctTables, slots []distinctSlot, aggs []planner.AggCall, st *groupState, r types.Row, add, insertOnly bool) error {
 	var buf [32]byte
 	for si := range slots {
 		sl := &slots[si]
@@ -266,42 +355,17 @@ func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.
 		if lanes == 0 {
 			continue
 		}
-		k := distinctKey{group: st.key, slot: uint32(si)}
+		var changed uint
+		var err error
 		if sl.num {
-			k.num = v.Int64()
+			k := distinctNumKey{group: st.key, slot: uint32(si), num: v.Int64()}
+			changed, err = countDistinct(ds.num, k, sl, aggs, v, lanes, add, insertOnly)
 		} else {
-			k.str = string(types.AppendKey(buf[:0], v))
+			k := distinctStrKey{group: st.key, slot: uint32(si), str: string(types.AppendKey(buf[:0], v))}
+			changed, err = countDistinct(ds.str, k, sl, aggs, v, lanes, add, insertOnly)
 		}
-		c, _ := ds.Get(k)
-		var changed uint // lanes whose count went from 0 to 1 or from 1 to 0
-		for l := range sl.aggs {
-			if lanes&(1<<l) == 0 {
-				continue
-			}
-			if add {
-				if c[l] == 0 {
-					changed |= 1 << l
-				} else if insertOnly {
-					continue
-				}
-				c[l]++
-				continue
-			}
-			if c[l] == 0 {
-				a := aggs[sl.aggs[l]]
-				return fmt.Errorf("%s: retracting %s, which was never added", a.Text, v)
-			}
-			if c[l]--; c[l] == 0 {
-				changed |= 1 << l
-			}
-		}
-		switch {
-		case insertOnly && changed == 0:
-			// Seen by every lane the row feeds: the entry stays.
-		case c == (distinctCounts{}):
-			ds.Delete(k)
-		default:
-			ds.Put(k, c)
+		if err != nil {
+			return err
 		}
 		for l, i := range sl.aggs {
 			if changed&(1<<l) == 0 {
@@ -313,4 +377,45 @@ func accumulateDistinct(ds *distinctState, slots []distinctSlot, aggs []planner.
 		}
 	}
 	return nil
+}
+
+// countDistinct counts value v, keyed k, in the lanes of slot sl that the
+// row feeds, and returns the lanes whose count went from 0 to 1 or from 1
+// to 0.
+func countDistinct[K comparable](ds *state.ValueState[K, distinctCounts], k K, sl *distinctSlot, aggs []planner.AggCall, v types.Value, lanes uint, add, insertOnly bool) (changed uint, err error) {
+	c, _ := ds.Get(k)
+	for l := range sl.aggs {
+		if lanes&(1<<l) == 0 {
+			continue
+		}
+		if add {
+			switch {
+			case c[l] == 0:
+				changed |= 1 << l
+			case insertOnly:
+				continue
+			case c[l] == maxDistinctCount:
+				a := aggs[sl.aggs[l]]
+				return 0, fmt.Errorf("%s: value %s is in more than %d rows of the group", a.Text, v, uint32(maxDistinctCount))
+			}
+			c[l]++
+			continue
+		}
+		if c[l] == 0 {
+			a := aggs[sl.aggs[l]]
+			return 0, fmt.Errorf("%s: retracting %s, which was never added", a.Text, v)
+		}
+		if c[l]--; c[l] == 0 {
+			changed |= 1 << l
+		}
+	}
+	switch {
+	case insertOnly && changed == 0:
+		// Seen by every lane the row feeds: the entry stays.
+	case c == (distinctCounts{}):
+		ds.Delete(k)
+	default:
+		ds.Put(k, c)
+	}
+	return changed, nil
 }

@@ -1,6 +1,9 @@
 package exec
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,13 +33,24 @@ func distinctAggs(t testing.TB) []planner.AggCall {
 	}
 }
 
+// openTestBackend opens b for key groups 0-7 of 8 and closes it when the
+// test ends.
+func openTestBackend(t *testing.T, b *state.MemoryBackend) {
+	t.Helper()
+	t.Cleanup(func() { b.Close() })
+	if err := b.Open(state.KeyGroupRange{Start: 0, End: 8}, 8); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // FuzzDistinctDecoders feeds arbitrary bytes to the decoders of the
 // DISTINCT entries and of the group state that goes with them: they fail
 // or decode, never panic, and what they decode comes back the same from
 // its encoding.
 func FuzzDistinctDecoders(f *testing.F) {
-	kc, cc := distinctKeyCodec{maxPar: 128}, distinctCountsCodec{}
-	f.Add(kc.Append(nil, distinctKey{group: "g", slot: 1, num: -5, str: "x"}))
+	nc, sc, cc := distinctNumKeyCodec{maxPar: 128}, distinctStrKeyCodec{maxPar: 128}, distinctCountsCodec{}
+	f.Add(nc.Append(nil, distinctNumKey{group: "g", slot: 1, num: -5}))
+	f.Add(sc.Append(nil, distinctStrKey{group: "g", slot: 1, str: "x"}))
 	f.Add(cc.Append(nil, distinctCounts{1, 0, 3, 0}))
 	aggs := distinctAggs(f)
 	_, distinct := planDistinct(aggs)
@@ -45,12 +59,8 @@ func FuzzDistinctDecoders(f *testing.F) {
 	g.accs[1].Add(types.Int64(7))
 	f.Add(gc.Append(nil, g))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if k, _, err := kc.Decode(b); err == nil {
-			enc := kc.Append(nil, k)
-			if back, n, err := kc.Decode(enc); err != nil || back != k || n != len(enc) {
-				t.Fatalf("key %+v encodes as %x, which decodes as %+v, %d, %v", k, enc, back, n, err)
-			}
-		}
+		fuzzKeyCodec(t, b, nc, nc.NewDecoder)
+		fuzzKeyCodec(t, b, sc, sc.NewDecoder)
 		if c, _, err := cc.Decode(b); err == nil {
 			enc := cc.Append(nil, c)
 			if back, n, err := cc.Decode(enc); err != nil || back != c || n != len(enc) {
@@ -58,54 +68,188 @@ func FuzzDistinctDecoders(f *testing.F) {
 			}
 		}
 		gc.Decode(b)
-		// A run decoder decodes as Decode does, also after a key with
-		// the same group.
-		dec := kc.NewDecoder()
-		k, n, err := kc.Decode(b)
-		for range 2 {
-			if dk, dn, derr := dec(b); dk != k || dn != n || (derr == nil) != (err == nil) {
-				t.Fatalf("run decoder: %+v, %d, %v; Decode: %+v, %d, %v", dk, dn, derr, k, n, err)
-			}
-		}
 	})
+}
+
+// fuzzKeyCodec checks that a key codec's Decode of b, when it succeeds,
+// round-trips, and that a run decoder decodes b as Decode does, also after
+// a key with the same group.
+func fuzzKeyCodec[K comparable](t *testing.T, b []byte, c state.Codec[K], newDecoder func() func([]byte) (K, int, error)) {
+	t.Helper()
+	k, n, err := c.Decode(b)
+	if err == nil {
+		enc := c.Append(nil, k)
+		if back, m, err := c.Decode(enc); err != nil || back != k || m != len(enc) {
+			t.Fatalf("key %+v encodes as %x, which decodes as %+v, %d, %v", k, enc, back, m, err)
+		}
+	}
+	dec := newDecoder()
+	for range 2 {
+		if dk, dn, derr := dec(b); dk != k || dn != n || (derr == nil) != (err == nil) {
+			t.Fatalf("run decoder: %+v, %d, %v; Decode: %+v, %d, %v", dk, dn, derr, k, n, err)
+		}
+	}
 }
 
 // TestDistinctRunDecoderSharesGroups decodes the keys of two groups in
 // one run: each key shares the string of the first key of its group, and
 // every key comes back as Decode returns it.
 func TestDistinctRunDecoderSharesGroups(t *testing.T) {
-	kc := distinctKeyCodec{maxPar: 128}
-	keys := []distinctKey{
+	nums := []distinctNumKey{
 		{group: "apple|2026-12-03", slot: 0, num: 1},
 		{group: "apple|2026-12-03", slot: 1, num: 2},
-		{group: "apple|2026-12-03", slot: 0, str: "x"},
 		{group: "baidu|2026-12-03", slot: 0, num: 1},
 		{group: "baidu|2026-12-03", slot: 0, num: 3},
 		{group: "apple|2026-12-03", slot: 0, num: 3},
 	}
-	dec := kc.NewDecoder()
-	var got []distinctKey
+	strs := []distinctStrKey{
+		{group: "apple|2026-12-03", slot: 2, str: "x"},
+		{group: "baidu|2026-12-03", slot: 2, str: "y"},
+		{group: "apple|2026-12-03", slot: 2, str: "z"},
+	}
+	numGroups := decodeRun(t, distinctNumKeyCodec{maxPar: 128}, distinctNumKeyCodec{}.NewDecoder(), nums,
+		func(k distinctNumKey) string { return k.group })
+	strGroups := decodeRun(t, distinctStrKeyCodec{maxPar: 128}, distinctStrKeyCodec{}.NewDecoder(), strs,
+		func(k distinctStrKey) string { return k.group })
+	for _, groups := range [][]string{numGroups, strGroups} {
+		first := map[string]string{}
+		for i, g := range groups {
+			f, ok := first[g]
+			if !ok {
+				first[g] = g
+				continue
+			}
+			if unsafe.StringData(g) != unsafe.StringData(f) {
+				t.Errorf("key %d has a copy of its group %q", i, g)
+			}
+		}
+	}
+	if _, _, err := (distinctNumKeyCodec{}).NewDecoder()([]byte{5, 'a'}); err == nil {
+		t.Fatal("a truncated group decodes")
+	}
+}
+
+// decodeRun decodes the encodings of keys with one run decoder and returns
+// the decoded keys' groups; each key must come back equal.
+func decodeRun[K comparable](t *testing.T, c state.Codec[K], dec func([]byte) (K, int, error), keys []K, group func(K) string) []string {
+	t.Helper()
+	var groups []string
 	for _, k := range keys {
-		enc := kc.Append(nil, k)
+		enc := c.Append(nil, k)
 		d, n, err := dec(enc)
 		if err != nil || n != len(enc) || d != k {
 			t.Fatalf("key %+v decodes as %+v, %d, %v", k, d, n, err)
 		}
-		got = append(got, d)
+		groups = append(groups, group(d))
 	}
-	first := map[string]string{}
-	for i, k := range got {
-		f, ok := first[k.group]
-		if !ok {
-			first[k.group] = k.group
-			continue
-		}
-		if unsafe.StringData(k.group) != unsafe.StringData(f) {
-			t.Errorf("key %d has a copy of its group %q", i, k.group)
-		}
+	return groups
+}
+
+// TestDistinctNumKeyOldFormat decodes keys as the single table of every
+// DISTINCT value encoded them: an integer's key decodes as before, a
+// string's is refused with an error that names the table and says why.
+func TestDistinctNumKeyOldFormat(t *testing.T) {
+	old := func(group string, slot uint64, num int64, str string) []byte {
+		b := appendString(nil, group)
+		b = binary.AppendUvarint(b, slot)
+		b = binary.AppendVarint(b, num)
+		return appendString(b, str)
 	}
-	if _, _, err := dec([]byte{5, 'a'}); err == nil {
-		t.Fatal("a truncated group decodes")
+	nc := distinctNumKeyCodec{maxPar: 128}
+	enc := old("g", 1, -7, "")
+	k, n, err := nc.Decode(enc)
+	if err != nil || n != len(enc) || k != (distinctNumKey{group: "g", slot: 1, num: -7}) {
+		t.Fatalf("old integer key: %+v, %d, %v", k, n, err)
+	}
+	if !bytes.Equal(nc.Append(nil, k), enc) {
+		t.Fatalf("the integer key's encoding changed: %x, was %x", nc.Append(nil, k), enc)
+	}
+	_, _, err = nc.Decode(old("g", 2, 0, "abc"))
+	if err == nil || !strings.Contains(err.Error(), `table "distinct"`) || !strings.Contains(err.Error(), "older version") {
+		t.Fatalf("old string key: %v", err)
+	}
+	// Counts over 32 bits are corrupt; those of the old int64 encoding
+	// below it decode.
+	cc := distinctCountsCodec{}
+	big := binary.AppendVarint(nil, 1<<32)
+	for range distinctLanes - 1 {
+		big = binary.AppendVarint(big, 0)
+	}
+	if _, _, err := cc.Decode(big); err == nil {
+		t.Fatal("a count of 2^32 decodes")
+	}
+	if c, _, err := cc.Decode(cc.Append(nil, distinctCounts{maxDistinctCount, 1, 0, 2})); err != nil || c != (distinctCounts{maxDistinctCount, 1, 0, 2}) {
+		t.Fatalf("counts: %v, %v", c, err)
+	}
+}
+
+// oldDistinctKey and oldDistinctKeyCodec are the key of the single table
+// that held every DISTINCT value, as earlier versions wrote it.
+type oldDistinctKey struct {
+	group string
+	slot  uint32
+	num   int64
+	str   string
+}
+
+type oldDistinctKeyCodec struct{ maxPar int }
+
+func (c oldDistinctKeyCodec) HashKey(k oldDistinctKey) uint64 {
+	e := state.HashUint64(uint64(k.num) + uint64(k.slot)*0x9e3779b97f4a7c15)
+	if k.str != "" {
+		e ^= state.HashString(k.str)
+	}
+	return state.HashInKeyGroup(state.HashString(k.group), e, c.maxPar)
+}
+
+func (oldDistinctKeyCodec) Append(dst []byte, k oldDistinctKey) []byte {
+	dst = appendString(dst, k.group)
+	dst = binary.AppendUvarint(dst, uint64(k.slot))
+	dst = binary.AppendVarint(dst, k.num)
+	return appendString(dst, k.str)
+}
+
+func (oldDistinctKeyCodec) Decode([]byte) (oldDistinctKey, int, error) {
+	return oldDistinctKey{}, 0, errors.New("not decoded in this test")
+}
+
+// TestDistinctRestoreOldSingleTable restores a checkpoint of the single
+// table into an aggregation whose only DISTINCT column is a string: the
+// string values it holds are refused when the tables register, with an
+// error naming the table, rather than left unread while the string table
+// starts empty.
+func TestDistinctRestoreOldSingleTable(t *testing.T) {
+	dc, err := expr.NewAggregate(expr.AggSpec{Name: "COUNT", Distinct: true, Args: []types.Type{types.StringType}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots, _ := planDistinct([]planner.AggCall{{Func: dc, Arg: 0, Filter: -1, Text: "COUNT(DISTINCT s)"}})
+	if len(slots) != 1 || slots[0].num {
+		t.Fatalf("slots: %+v", slots)
+	}
+	old := state.NewMemoryBackend()
+	openTestBackend(t, old)
+	ot, err := state.NewValue(old, distinctNumStateName, oldDistinctKeyCodec{maxPar: 8}, distinctCountsCodec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ot.Put(oldDistinctKey{group: "g", str: string(types.AppendKey(nil, types.String("x")))}, distinctCounts{1})
+	c, err := old.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := c.Persist()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := state.NewMemoryBackend()
+	openTestBackend(t, b)
+	if err := b.Restore([][]state.KeyGroupData{snap}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = newDistinctState(b, slots)
+	if err == nil || !strings.Contains(err.Error(), `table "distinct"`) || !strings.Contains(err.Error(), "older version") {
+		t.Fatalf("restoring the single table: %v", err)
 	}
 }
 
@@ -180,11 +324,8 @@ func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer b.Close()
-		if err := b.Open(state.KeyGroupRange{Start: 0, End: 8}, 8); err != nil {
-			t.Fatal(err)
-		}
-		ds, err := newDistinctState(b)
+		openTestBackend(t, b)
+		ds, err := newDistinctState(b, slots)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +382,7 @@ func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
 		if got, want := st.accs[1].Result(), types.Int64(101); got != want {
 			t.Errorf("insertOnly %v: %s = %v, want %v", insertOnly, filtered.Text, got, want)
 		}
-		if c, _ := ds.Get(distinctKey{group: "g", num: 3}); insertOnly && c != (distinctCounts{1}) || !insertOnly && c != (distinctCounts{6}) {
+		if c, _ := ds.num.Get(distinctNumKey{group: "g", num: 3}); insertOnly && c != (distinctCounts{1}) || !insertOnly && c != (distinctCounts{6}) {
 			t.Errorf("insertOnly %v: the counts of value 3 are %v", insertOnly, c)
 		}
 		// Unchanged state writes no delta; a single entry is a few dozen
@@ -253,5 +394,37 @@ func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
 		} else if repeats*2 < first {
 			t.Errorf("updating deltas: %d bytes for 200 new values but only %d after 1000 counted repeats", first, repeats)
 		}
+	}
+}
+
+// TestDistinctCountLimit adds a value to a group whose count of it is at
+// the limit: over an updating input the row fails with an error naming
+// the aggregate and the value, and the count stays; over an insert-only
+// input the count only says whether the value was seen, so the row passes.
+func TestDistinctCountLimit(t *testing.T) {
+	aggs := distinctAggs(t)[1:]
+	slots, _ := planDistinct(aggs)
+	b := state.NewMemoryBackend()
+	openTestBackend(t, b)
+	ds, err := newDistinctState(b, slots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.str != nil {
+		t.Fatal("a BIGINT DISTINCT registers the table of string values")
+	}
+	st := &groupState{accs: []expr.Accumulator{aggs[0].Func.NewDeduplicated()}, key: "g"}
+	k := distinctNumKey{group: "g", num: 9}
+	ds.num.Put(k, distinctCounts{maxDistinctCount})
+	r := types.Row{Values: []types.Value{types.Int64(9)}}
+	err = accumulateDistinct(ds, slots, aggs, st, r, true, false)
+	if err == nil || !strings.Contains(err.Error(), "COUNT(DISTINCT a)") || !strings.Contains(err.Error(), "more than 4294967295 rows") {
+		t.Fatalf("adding past the limit: %v", err)
+	}
+	if c, _ := ds.num.Get(k); c != (distinctCounts{maxDistinctCount}) {
+		t.Fatalf("counts after the refused row: %v", c)
+	}
+	if err := accumulateDistinct(ds, slots, aggs, st, r, true, true); err != nil {
+		t.Fatalf("insert-only input: %v", err)
 	}
 }

@@ -532,7 +532,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 				}
 			}
 			if distinct != nil {
-				if err := accumulateDistinct(ctx.State().(*distinctState), slots, aggs, st, r, add, insertOnly); err != nil {
+				if err := accumulateDistinct(ctx.State().(*distinctTables), slots, aggs, st, r, add, insertOnly); err != nil {
 					ferr = fmt.Errorf("operator %s: %w", uid, err)
 					return st, true
 				}
@@ -569,7 +569,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		ValueCopy:      (*groupState).clone,
 	}
 	if distinct != nil {
-		f.State = func(b state.Backend, _ state.Codec[string]) (any, error) { return newDistinctState(b) }
+		f.State = func(b state.Backend, _ state.Codec[string]) (any, error) { return newDistinctState(b, slots) }
 	}
 	return clink.KeyedProcess(clink.KeyBy(in, keyOf), uid, f), nil
 }
