@@ -305,25 +305,16 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		return nil, fmt.Errorf("capturing memory state after a failed restore: %w", b.broken)
 	}
 	c := &memoryCapture{rng: b.rng}
-	changes, forBase := b.captureKind()
-	var whole []FrozenTable
+	changes := b.capturesChanges()
 	for _, t := range b.tables {
 		c.names = append(c.names, t.Name())
 		cc, ok := t.(changeCapturer)
 		if !ok || !changes {
-			f := t.Freeze()
-			c.frozen = append(c.frozen, f)
-			if forBase {
-				whole = append(whole, f)
-			}
+			c.frozen = append(c.frozen, t.Freeze())
 			continue
 		}
 		c.frozen = append(c.frozen, cc.captureChanges())
 		cc.checkpointed()
-		if forBase {
-			// After captureChanges: the change lists Freeze takes are empty.
-			whole = append(whole, t.Freeze())
-		}
 	}
 	// State restored for tables the operator has not registered (yet)
 	// still belongs to the checkpoint. Merged entries are delimited once,
@@ -356,7 +347,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 	})
 	if b.inc != nil {
 		b.inc.checkpointCaptured(b.inc.now())
-		return b.captureIncremental(c, changes, whole), nil
+		return b.captureIncremental(c, changes, false), nil
 	}
 	return c, nil
 }

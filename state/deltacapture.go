@@ -18,9 +18,9 @@ import (
 // (captureChanges, on the task goroutine: as much work as there were
 // changes) and leaves the tables as they are. A capture freezes the
 // tables only when a checkpoint needs every entry: the first one (no
-// chain yet), one that writes a base (after a restore from key-group
-// data, or once the chain was lost) and one a materialization writes its
-// base from.
+// chain yet) and one that writes a base (after a restore from key-group
+// data, or once the chain was lost); a materialization merges the chain's
+// files instead (compact).
 
 // changeCapturer is implemented by the tables that can capture their
 // changes without freezing (cowTable).

@@ -21,3 +21,15 @@ func MappedFiles(b *MemoryBackend) int {
 	defer b.maps.mu.Unlock()
 	return len(b.maps.maps)
 }
+
+// SharedShards returns how many of v's key groups hold slot arrays that a
+// capture froze, which the next write to them copies.
+func SharedShards[K comparable, V any](v *ValueState[K, V]) int {
+	n := 0
+	for i := range v.t.shards {
+		if v.t.shards[i].shared {
+			n++
+		}
+	}
+	return n
+}

@@ -35,11 +35,14 @@ import (
 // again or deleted, bytes that edits cut; not values appended to or keys
 // added) outgrow twice the base (and MemoryOptions.MaterializeBytes), so
 // that a restore would read more that is dead than is live, or the chain
-// holds more than maxChainFiles files, the next capture also freezes the
-// tables, and a goroutine of the backend writes a new base from that
-// frozen view, beside the checkpoints; the first checkpoint after it is
-// done lists that base and the deltas written after its capture, and the
-// files before it are collected when the last checkpoint listing them is.
+// holds more than maxChainFiles files, a goroutine of the backend merges
+// the chain's files into a new base (compact), one key group at a time as
+// a restore merges them, beside the checkpoints; the tables are not
+// frozen for it, as a base of them would make the next write to each of
+// their shards copy it, all at once. The first checkpoint after it is
+// done lists that base and the deltas written after the chain it merged,
+// and the files before it are collected when the last checkpoint listing
+// them is.
 //
 // Restore merges, per key group and table, the last base that covers the
 // key group with the deltas after it, and then keeps the chain: the next
@@ -220,12 +223,9 @@ type incrState struct {
 	// full: the next checkpoint writes a base (restored from a full
 	// snapshot, or the chain was lost).
 	full bool
-	// wantBase: a materialization is due, and the next capture also
-	// freezes the tables, for it to write a base of them.
-	wantBase bool
-	// matRunning: the materialization goroutine runs; matDone is the base
-	// it wrote, not yet listed; matErr is its failure, reported by the
-	// next checkpoint.
+	// matRunning: the materialization goroutine runs (compact); matDone
+	// is the base it wrote, not yet listed; matErr is its failure,
+	// reported by the next checkpoint.
 	matRunning bool
 	matDone    *chainFile
 	matErr     error
@@ -246,10 +246,6 @@ type incrCapture struct {
 	// undelimited: a pending table was restored from a full snapshot, so
 	// its entries cannot be merged: the checkpoint is written whole.
 	undelimited bool
-	// whole holds the frozen tables (Freeze) of a capture of changes
-	// taken for a due materialization, which its persist starts and
-	// writes a base of them.
-	whole []FrozenTable
 	// changes: the tables captured their changes only (captureChanges),
 	// not every entry, so this capture can write a delta but no base.
 	// chainAt and before are the chain and the unpersisted captures at
@@ -264,28 +260,24 @@ type incrCapture struct {
 	file       *chainFile
 }
 
-// captureKind says how the next capture captures the tables: changes
-// only, when the chain exists and the checkpoint will write a delta onto
-// it, and then also frozen whole (forBase) when a materialization is due.
-func (b *MemoryBackend) captureKind() (changes, forBase bool) {
+// capturesChanges says whether the next capture captures the tables'
+// changes only: when the chain exists and the checkpoint will write a
+// delta onto it.
+func (b *MemoryBackend) capturesChanges() bool {
 	inc := b.inc
 	if inc == nil {
-		return false, false
+		return false
 	}
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
-	changes = len(inc.chain) > 0 && !inc.full
-	return changes, changes && inc.wantBase
+	return len(inc.chain) > 0 && !inc.full
 }
 
-func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes bool, whole []FrozenTable) *incrCapture {
-	return b.captureIncrementalAs(c, changes, whole, false)
-}
-
-// captureIncrementalAs is captureIncremental, for a preemptive persist
-// when preemptive is set.
-func (b *MemoryBackend) captureIncrementalAs(c *memoryCapture, changes bool, whole []FrozenTable, preemptive bool) *incrCapture {
-	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, whole: whole, preemptive: preemptive}
+// captureIncremental wraps the capture c of a backend with incremental
+// checkpoints: of the tables' changes only (changes), for a preemptive
+// persist when preemptive is set.
+func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes, preemptive bool) *incrCapture {
+	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, preemptive: preemptive}
 	for _, p := range c.pending {
 		var d []restoredGroup
 		for _, g := range p.groups {
@@ -304,9 +296,6 @@ func (b *MemoryBackend) captureIncrementalAs(c *memoryCapture, changes bool, who
 	if changes {
 		ic.chainAt = slices.Clone(inc.chain)
 		ic.before = slices.Clone(inc.unpersisted)
-	}
-	if whole != nil {
-		inc.wantBase = false
 	}
 	inc.unpersisted = append(inc.unpersisted, ic)
 	inc.mu.Unlock()
@@ -496,35 +485,83 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	inc.dropUnpersisted(c.seq)
 	due := deadBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles
 	switch {
-	case inc.matRunning || inc.matDone != nil || inc.closing.Load() || !due && c.whole == nil:
-	case c.changes && c.whole == nil:
-		// A base needs every entry: the next capture freezes the tables.
-		inc.wantBase = true
+	case inc.matRunning || inc.matDone != nil || inc.closing.Load() || !due:
 	default:
 		inc.matRunning = true
 		inc.wg.Add(1)
-		go c.materialize(sw)
+		go c.b.compact(sw, slices.Clone(chain), c.seq)
 	}
 	inc.mu.Unlock()
 	return c.manifest(chain), nil
 }
 
-// materialize writes a base of c's frozen view, for a later checkpoint to
-// list. It runs on its own goroutine, which the backend's Close waits for.
-func (c *incrCapture) materialize(sw SharedWriter) {
-	inc := c.b.inc
+// compact writes a base of the chain's state as of capture seq, merged
+// from its files, for a later checkpoint to list in place of them. The
+// tables are not frozen for it: a base of them would make the next write
+// to each of their shards copy it, every shard at once. It runs on its own
+// goroutine, one key group at a time (the job keeps the other core), which
+// the backend's Close waits for.
+func (b *MemoryBackend) compact(sw SharedWriter, chain []chainFile, seq uint64) {
+	inc := b.inc
 	defer inc.wg.Done()
-	f, err := c.writeFile(sw.WriteUnpinned, true, nil, "")
+	f, err := b.writeCompacted(sw, chain, seq)
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	inc.matRunning = false
 	switch {
 	case inc.closing.Load():
+	case err != nil && !chainListed(inc.chain, chain):
+		// The chain was started anew meanwhile (and its files may be
+		// collected): the base is not needed.
 	case err != nil:
 		inc.matErr = err
 	default:
 		inc.matDone = &f
 	}
+}
+
+// chainListed reports whether every file of sub is in chain.
+func chainListed(chain, sub []chainFile) bool {
+	for _, f := range sub {
+		if !slices.ContainsFunc(chain, func(c chainFile) bool { return c.name == f.name }) {
+			return false
+		}
+	}
+	return true
+}
+
+// writeCompacted writes the base compact makes.
+func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq uint64) (f chainFile, err error) {
+	inc := b.inc
+	maps := &fileMaps{}
+	defer func() {
+		if rerr := maps.release(); err == nil && rerr != nil {
+			err = rerr
+		}
+	}()
+	l := &chainLoader{sf: sw, maxParallelism: b.maxParallelism, maps: maps}
+	// Named apart from the bases of captures (writeFile), which may
+	// have the same seq.
+	f = chainFile{name: fmt.Sprintf("mem-%s-%d.merged.base", inc.token, seq), base: true, applies: b.rng, seq: seq}
+	err = writeChainFile(sw.WriteUnpinned, &f, func(fw *fileWriter) error {
+		var data, sec []byte
+		for kg := b.rng.Start; kg < b.rng.End && fw.err == nil; kg++ {
+			if inc.closing.Load() {
+				return errClosing
+			}
+			tables, err := l.mergeKeyGroup(chain, kg)
+			if err != nil {
+				return err
+			}
+			for _, t := range tables {
+				data = appendEntriesDelimited(data[:0], t.entries)
+				sec = appendFileSection(sec[:0], kg, t.name, len(t.entries), data)
+				fw.write(sec)
+			}
+		}
+		return nil
+	})
+	return f, err
 }
 
 // Discard implements the runtime's discard of a capture that will not be
@@ -561,12 +598,11 @@ var errClosing = errors.New("the state backend is closing")
 // entry. suffix, if not empty, replaces the name's "base" or "delta".
 func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error, base bool, earlier []*incrCapture, suffix string) (chainFile, error) {
 	inc := c.b.inc
-	kind := byte(kindDelta)
 	if suffix == "" {
 		suffix = "delta"
 	}
 	if base {
-		kind, suffix = kindBase, "base"
+		suffix = "base"
 	}
 	f := chainFile{name: fmt.Sprintf("mem-%s-%d.%s", inc.token, c.seq, suffix), base: base, applies: c.rng, seq: c.seq}
 	// The captures of the same table in the earlier captures.
@@ -583,14 +619,9 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 			}
 		}
 	}
-	err := write(f.name, func(w io.Writer) error {
-		fw := &fileWriter{w: w}
-		fw.write(append([]byte(fileMagic), kind))
+	err := writeChainFile(write, &f, func(fw *fileWriter) error {
 		var scratch, sec []byte
 		tables := c.frozen
-		if base && c.whole != nil {
-			tables = c.whole
-		}
 		for kg := c.rng.Start; kg < c.rng.End && fw.err == nil; kg++ {
 			if base && inc.closing.Load() {
 				return errClosing
@@ -624,14 +655,34 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 				}
 			}
 		}
+		return nil
+	})
+	return f, err
+}
+
+// writeChainFile writes the chain file f through write: its magic and
+// kind, the sections body writes, and the CRC; it sets f.size. An error
+// names the file, and f is then the zero chainFile.
+func writeChainFile(write func(string, func(io.Writer) error) error, f *chainFile, body func(fw *fileWriter) error) error {
+	kind := byte(kindDelta)
+	if f.base {
+		kind = kindBase
+	}
+	err := write(f.name, func(w io.Writer) error {
+		fw := &fileWriter{w: w}
+		fw.write(append([]byte(fileMagic), kind))
+		if err := body(fw); err != nil {
+			return err
+		}
 		fw.write(binary.LittleEndian.AppendUint32(nil, fw.crc))
 		f.size = fw.n
 		return fw.err
 	})
 	if err != nil {
-		return chainFile{}, fmt.Errorf("writing memory state file %s: %w", f.name, err)
+		err = fmt.Errorf("writing memory state file %s: %w", f.name, err)
+		*f = chainFile{}
 	}
-	return f, nil
+	return err
 }
 
 // fileWriter writes to w, keeping the first error, the CRC and the size.

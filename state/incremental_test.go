@@ -849,3 +849,54 @@ func TestMemoryRestoreUnmapsFiles(t *testing.T) {
 		t.Fatalf("%d files mapped after Close", n)
 	}
 }
+
+// TestMemoryIncrementalCompactsFromFiles makes a materialization due
+// (every checkpoint rewrites every value) and checks that it freezes no
+// table: after each capture of changes no key group's slots are shared
+// (a freeze would make the next write to each copy them), while a base
+// merged from the chain's files comes to be listed, and the checkpoints
+// listing it restore what was written.
+func TestMemoryIncrementalCompactsFromFiles(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	b := openIncremental(t, 1024, full)
+	defer b.Close()
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 500
+	merged := 0
+	for round := int64(0); round < 400 && merged < 3; round++ {
+		for k := range int64(keys) {
+			v.Put(k, k*1000+round)
+		}
+		fs := statetest.PersistFiles(t, b, sf)
+		if n := state.SharedShards(v); round > 0 && n != 0 {
+			t.Fatalf("round %d: %d key groups frozen by a capture of changes", round, n)
+		}
+		if !slices.ContainsFunc(fs.Shared, func(n string) bool { return strings.HasSuffix(n, ".merged.base") }) {
+			// The compaction runs beside the job: give it time.
+			time.Sleep(2 * time.Millisecond)
+			continue
+		}
+		merged++
+		r := openIncremental(t, 1024, full)
+		if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+			t.Fatalf("round %d: RestoreFiles: %v", round, err)
+		}
+		rv, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[int64]())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k := range int64(keys) {
+			if got, ok := rv.Get(k); !ok || got != k*1000+round {
+				t.Fatalf("round %d: restored key %d = %d, %v; want %d", round, k, got, ok, k*1000+round)
+			}
+		}
+		r.Close()
+	}
+	if merged < 3 {
+		t.Fatalf("%d checkpoints listed a base merged from files, want 3", merged)
+	}
+}

@@ -218,7 +218,7 @@ func (b *MemoryBackend) PersistPreemptively() error {
 		c.names = append(c.names, cc.Name())
 		c.frozen = append(c.frozen, cc.captureChanges())
 	}
-	ic := b.captureIncrementalAs(c, true, nil, true)
+	ic := b.captureIncremental(c, true, true)
 	go ic.persistPreemptively(sw)
 	return nil
 }
