@@ -316,6 +316,18 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		c.frozen = append(c.frozen, cc.captureChanges())
 		cc.checkpointed()
 	}
+	if b.inc != nil {
+		for _, t := range b.tables {
+			if et, ok := t.(expiringTable); ok {
+				if x, ok := et.expiryAt(); ok {
+					if c.expiry == nil {
+						c.expiry = map[string]expiryAt{}
+					}
+					c.expiry[t.Name()] = x
+				}
+			}
+		}
+	}
 	// State restored for tables the operator has not registered (yet)
 	// still belongs to the checkpoint. Merged entries are delimited once,
 	// for this capture and the next ones, so that they hold no file's
@@ -369,6 +381,9 @@ type memoryCapture struct {
 	names   []string
 	frozen  []FrozenTable
 	pending []pendingTable
+	// expiry holds, by name, the TTL of the tables that have one and
+	// their clock at the capture (incremental checkpoints only).
+	expiry map[string]expiryAt
 }
 
 // Persist encodes the frozen tables per key group.

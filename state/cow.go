@@ -549,6 +549,27 @@ func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 	t.lastSlot = nil
 }
 
+// expiringTable is implemented by the tables whose entries may expire.
+type expiringTable interface {
+	// expiryAt returns the table's TTL and its clock now, or false if
+	// its entries do not expire.
+	expiryAt() (expiryAt, bool)
+}
+
+// expiryAt is a table's TTL and a reading of its clock, in milliseconds.
+type expiryAt struct{ ttl, now int64 }
+
+// expired reports whether an entry written at w has expired.
+func (x expiryAt) expired(w int64) bool { return x.now-w >= x.ttl }
+
+// expiryAt implements expiringTable.
+func (t *cowTable[K, V]) expiryAt() (expiryAt, bool) {
+	if t.ttl == 0 {
+		return expiryAt{}, false
+	}
+	return expiryAt{ttl: t.ttl, now: t.now()}, true
+}
+
 // live reports whether slot i of s has not expired.
 func (t *cowTable[K, V]) live(s *kgTable[K, V], i int) bool {
 	return t.ttl == 0 || t.now()-s.written[i] < t.ttl

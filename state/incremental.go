@@ -489,7 +489,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	default:
 		inc.matRunning = true
 		inc.wg.Add(1)
-		go c.b.compact(sw, slices.Clone(chain), c.seq)
+		go c.b.compact(sw, slices.Clone(chain), c.seq, c.expiry)
 	}
 	inc.mu.Unlock()
 	return c.manifest(chain), nil
@@ -500,11 +500,13 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 // tables are not frozen for it: a base of them would make the next write
 // to each of their shards copy it, every shard at once. It runs on its own
 // goroutine, one key group at a time (the job keeps the other core), which
-// the backend's Close waits for.
-func (b *MemoryBackend) compact(sw SharedWriter, chain []chainFile, seq uint64) {
+// the backend's Close waits for. The entries of tables with a TTL that
+// expired by the capture (expiry) are left out, as a base of the tables
+// would leave them out.
+func (b *MemoryBackend) compact(sw SharedWriter, chain []chainFile, seq uint64, expiry map[string]expiryAt) {
 	inc := b.inc
 	defer inc.wg.Done()
-	f, err := b.writeCompacted(sw, chain, seq)
+	f, err := b.writeCompacted(sw, chain, seq, expiry)
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	inc.matRunning = false
@@ -531,7 +533,7 @@ func chainListed(chain, sub []chainFile) bool {
 }
 
 // writeCompacted writes the base compact makes.
-func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq uint64) (f chainFile, err error) {
+func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq uint64, expiry map[string]expiryAt) (f chainFile, err error) {
 	inc := b.inc
 	maps := &fileMaps{}
 	defer func() {
@@ -554,8 +556,15 @@ func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq u
 				return err
 			}
 			for _, t := range tables {
-				data = appendEntriesDelimited(data[:0], t.entries)
-				sec = appendFileSection(sec[:0], kg, t.name, len(t.entries), data)
+				es := t.entries
+				if x, ok := expiry[t.name]; ok {
+					es = slices.DeleteFunc(es, func(e mergedEntry) bool { return x.expired(e.w) })
+				}
+				if len(es) == 0 {
+					continue
+				}
+				data = appendEntriesDelimited(data[:0], es)
+				sec = appendFileSection(sec[:0], kg, t.name, len(es), data)
 				fw.write(sec)
 			}
 		}
