@@ -512,6 +512,15 @@ func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 	if s.changes != nil {
 		s.changes.recordDelete(i, s.slots[i].k, s.slots[i].v)
 	}
+	t.removeAt(s, i)
+	t.lastSlot = nil
+}
+
+// removeAt is deleteAt without listing the delete among the changes, and
+// without clearing lastSlot: like growShard it changes nothing but s in a
+// table that is not slabbed, so that restoreGroups may remove entries of
+// several shards at once (it clears lastSlot before).
+func (t *cowTable[K, V]) removeAt(s *kgTable[K, V], i int) {
 	c := len(s.slots)
 	for j := i; ; {
 		if j++; j == c {
@@ -546,7 +555,6 @@ func (t *cowTable[K, V]) deleteAt(s *kgTable[K, V], i int) {
 	}
 	s.slots[i] = kv[K, V]{}
 	s.n--
-	t.lastSlot = nil
 }
 
 // expiringTable is implemented by the tables whose entries may expire.
@@ -964,7 +972,8 @@ func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []merge
 // decodeLazy is decodeEntries for a merge not done yet: a key its changes
 // write again is written again, as restoreEntry writes a key it holds.
 func (t *cowTable[K, V]) decodeLazy(s *kgTable[K, V], kg int, c *chainMerge, now int64) error {
-	return c.each(t.newEntryDecoder(s, kg, now).entry)
+	d := t.newEntryDecoder(s, kg, now)
+	return c.replay(d.entry, d.remove)
 }
 
 // entryDecoder decodes the restored entries of one key group into its
@@ -982,16 +991,25 @@ func (t *cowTable[K, V]) newEntryDecoder(s *kgTable[K, V], kg int, now int64) *e
 	return &entryDecoder[K, V]{t: t, s: s, kg: kg, now: now, decodeKey: decoderOf(t.keyCodec), decodeValue: decoderOf(t.valueCodec)}
 }
 
-// entry decodes the next entry, written at w, into the shard.
-func (d *entryDecoder[K, V]) entry(key, value []byte, w int64) error {
-	i := d.i
+// key numbers the next entry, i, and decodes its key.
+func (d *entryDecoder[K, V]) key(key []byte) (i int, k K, err error) {
+	i = d.i
 	d.i++
 	k, n, err := d.decodeKey(key)
 	if err == nil && n != len(key) {
 		err = fmt.Errorf("%d bytes after the key", len(key)-n)
 	}
 	if err != nil {
-		return fmt.Errorf("key group %d, entry %d: decoding key: %w", d.kg, i, err)
+		return i, k, fmt.Errorf("key group %d, entry %d: decoding key: %w", d.kg, i, err)
+	}
+	return i, k, nil
+}
+
+// entry decodes the next entry, written at w, into the shard.
+func (d *entryDecoder[K, V]) entry(key, value []byte, w int64) error {
+	i, k, err := d.key(key)
+	if err != nil {
+		return err
 	}
 	v, n, err := d.decodeValue(value)
 	if err == nil && n != len(value) {
@@ -1001,6 +1019,26 @@ func (d *entryDecoder[K, V]) entry(key, value []byte, w int64) error {
 		return fmt.Errorf("key group %d, entry %d: decoding value: %w", d.kg, i, err)
 	}
 	return d.t.restoreEntry(d.s, d.kg, i, k, v, w, d.now)
+}
+
+// remove decodes the key of a delete the restore replays and deletes it
+// from the shard, if it holds it.
+func (d *entryDecoder[K, V]) remove(key []byte) error {
+	i, k, err := d.key(key)
+	if err != nil {
+		return err
+	}
+	t, s := d.t, d.s
+	m := t.hashKey(k)
+	if got := t.keyGroup(m); got != d.kg {
+		return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", d.kg, i, got)
+	}
+	if j, ok := t.probe(s, k, m); ok {
+		// The chain holds the delete: the next delta need not write it.
+		t.writable(s)
+		t.removeAt(s, j)
+	}
+	return nil
 }
 
 // restoreShard returns the shard of key group kg, with room made for the

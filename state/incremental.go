@@ -1246,6 +1246,30 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 	return e, p, nil
 }
 
+// putFields decodes the put entry at the front of b (b[0] is opPut) as
+// offsets into b: its key is b[ks:ke], its value b[vs:ve], its write time
+// w, and it takes n bytes; ok is false if b is too short. nextEntry
+// decodes any entry.
+func putFields(b []byte) (ks, ke, vs, ve int, w int64, n int, ok bool) {
+	l, m := binary.Uvarint(b[1:])
+	if m <= 0 || l > uint64(len(b)-1-m) {
+		return 0, 0, 0, 0, 0, 0, false
+	}
+	ks = 1 + m
+	ke = ks + int(l)
+	l, m = binary.Uvarint(b[ke:])
+	if m <= 0 || l > uint64(len(b)-ke-m) {
+		return 0, 0, 0, 0, 0, 0, false
+	}
+	vs = ke + m
+	ve = vs + int(l)
+	w, m = binary.Varint(b[ve:])
+	if m <= 0 {
+		return 0, 0, 0, 0, 0, 0, false
+	}
+	return ks, ke, vs, ve, w, ve + m, true
+}
+
 // appendPutEntry appends the delimited put entry of key k with value v and
 // write time w.
 func appendPutEntry(dst, k, v []byte, w int64) []byte {
@@ -1284,43 +1308,80 @@ func keyString(key []byte) string {
 
 // chainMerge is the merge of the sections of one table and key group,
 // oldest first, in which a later entry of a key replaces an earlier one:
-// the first section (base) and the last entry of each key in the others
-// (changes, edits applied). entries returns the merged entries. A table
-// restoring it may instead take the base's entries and then the changes
-// (each), writing a key the base holds again as it does any write: with
-// changes that mostly insert, as a table growing between checkpoints
-// writes them, that skips looking up every entry of the base among the
-// changes. The merge then keeps the sections' bytes until the table is
+// the first section (base), then the others (deltas). entries returns the
+// merged entries. A table restoring it may instead replay it: take the
+// base's entries, then the deltas' in order, writing a key it holds again
+// as it does any write and deleting what a delta deletes. With deltas
+// that mostly insert, as a table growing between checkpoints writes them,
+// that skips looking up every entry of the base among the changes, and
+// where no delta edits a value (opSplice), indexing the deltas' entries at
+// all. The merge then keeps the sections' bytes until the table is
 // restored.
 type chainMerge struct {
-	kg   int
-	name string
-	base fileSection
-	// latest indexes changes by key, over the sections' bytes
-	// (keyString).
+	kg     int
+	name   string
+	base   fileSection
+	deltas []fileSection
+	// indexed: latest indexes the last change of each key of the deltas,
+	// in changes, edits applied (index). A merge whose deltas edit
+	// values is indexed from the start; others when entries is called.
+	indexed bool
 	latest  map[string]int
 	changes []delimitedEntry
-	// puts and dels count the changes of each kind.
+	// puts and dels count the changes of each kind: indexed, the keys
+	// whose last change is a put or a delete; else the deltas' entries of
+	// each kind, a key written twice counted twice.
 	puts, dels int
 }
 
-// collectChanges indexes the last entry of each key in the sections
-// after the first: edits are applied onto the key's value before them,
-// from these sections or the first (base, indexed on the first edit). The
-// index and change list are sized for every entry of those sections, so
-// that neither grows as it fills: exact for a chain that mostly inserts,
-// and otherwise a few words per entry of one key group's sections, whose
-// bytes are in memory anyway, for the length of its merge.
+// collectChanges checks the entries of the sections after the first and
+// counts them; if one edits a value, it indexes them (index).
 func collectChanges(kg int, name string, secs []fileSection) (*chainMerge, error) {
+	c := &chainMerge{kg: kg, name: name, base: secs[0], deltas: secs[1:]}
+	splices := false
+	for _, s := range c.deltas {
+		if err := eachEntry(kg, s, func(e delimitedEntry) {
+			switch {
+			case e.splice:
+				splices = true
+			case e.del:
+				c.dels++
+			default:
+				c.puts++
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if splices {
+		if err := c.index(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// index indexes the last entry of each key in the deltas: edits are
+// applied onto the key's value before them, from the deltas or the base
+// (indexed on the first edit). The index and change list are sized for
+// every entry of the deltas, so that neither grows as it fills: exact for
+// a chain that mostly inserts, and otherwise a few words per entry of one
+// key group's sections, whose bytes are in memory anyway, for the length
+// of its merge.
+func (c *chainMerge) index() error {
+	if c.indexed {
+		return nil
+	}
 	n := 0
-	for _, s := range secs[1:] {
+	for _, s := range c.deltas {
 		n += s.entries
 	}
-	c := &chainMerge{kg: kg, name: name, base: secs[0], latest: make(map[string]int, n)}
+	kg, name := c.kg, c.name
+	latest := make(map[string]int, n)
 	changes := makeFaulted[delimitedEntry](n)[:0]
 	var base map[string]delimitedEntry
 	var failed error
-	for si, s := range secs[1:] {
+	for si, s := range c.deltas {
 		i := 0
 		err := eachEntry(kg, s, func(e delimitedEntry) {
 			defer func() { i++ }()
@@ -1330,12 +1391,12 @@ func collectChanges(kg int, name string, secs []fileSection) (*chainMerge, error
 			if e.splice {
 				var before delimitedEntry
 				var had bool
-				if j, ok := c.latest[keyString(e.key)]; ok {
+				if j, ok := latest[keyString(e.key)]; ok {
 					before, had = changes[j], true
 				} else {
 					if base == nil {
-						base = make(map[string]delimitedEntry, secs[0].entries)
-						failed = eachEntry(kg, secs[0], func(b delimitedEntry) { base[keyString(b.key)] = b })
+						base = make(map[string]delimitedEntry, c.base.entries)
+						failed = eachEntry(kg, c.base, func(b delimitedEntry) { base[keyString(b.key)] = b })
 						if failed != nil {
 							return
 						}
@@ -1354,21 +1415,22 @@ func collectChanges(kg int, name string, secs []fileSection) (*chainMerge, error
 				e = delimitedEntry{key: e.key, value: v, w: e.w, edited: true}
 			}
 			k := keyString(e.key)
-			if j, ok := c.latest[k]; ok {
+			if j, ok := latest[k]; ok {
 				changes[j] = e
 				return
 			}
-			c.latest[k] = len(changes)
+			latest[k] = len(changes)
 			changes = append(changes, e)
 		})
 		if err == nil {
 			err = failed
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	c.changes = changes
+	c.indexed, c.latest, c.changes = true, latest, changes
+	c.puts, c.dels = 0, 0
 	for _, e := range changes {
 		if e.del {
 			c.dels++
@@ -1376,15 +1438,19 @@ func collectChanges(kg int, name string, secs []fileSection) (*chainMerge, error
 			c.puts++
 		}
 	}
-	return c, nil
+	return nil
 }
 
-// bound is at least the number of merged entries: each's count of calls.
+// bound is at least the number of merged entries, and the number of puts
+// replay makes.
 func (c *chainMerge) bound() int { return c.base.entries + c.puts }
 
 // entries returns the merged entries: the base's that no change replaced,
 // then the changes' puts.
 func (c *chainMerge) entries() ([]mergedEntry, error) {
+	if err := c.index(); err != nil {
+		return nil, err
+	}
 	es := makeFaulted[mergedEntry](c.bound())[:0]
 	// A delta first in its chain may delete keys the state never had, but
 	// not edit their values.
@@ -1405,25 +1471,50 @@ func (c *chainMerge) entries() ([]mergedEntry, error) {
 	return es, nil
 }
 
-// each calls f with the base's puts whose key no change deletes, then
-// with the changes' puts: a key may come twice, the merged value last.
-func (c *chainMerge) each(f func(key, value []byte, w int64) error) error {
+// replay calls put with the base's puts, then with the deltas' entries in
+// their order: put for a put, del for a delete (of a key the puts before
+// may or may not have written). A key may come twice; the last call for
+// it is its merged state. An indexed merge calls put with the base's puts
+// whose key no change deletes, then with the changes' puts, and never
+// calls del.
+func (c *chainMerge) replay(put func(key, value []byte, w int64) error, del func(key []byte) error) error {
 	err := c.eachBase(func(e delimitedEntry) error {
-		if c.dels > 0 {
+		if c.indexed && c.dels > 0 {
 			if j, ok := c.latest[keyString(e.key)]; ok && c.changes[j].del {
 				return nil
 			}
 		}
-		return f(e.key, e.value, e.w)
+		return put(e.key, e.value, e.w)
 	})
 	if err != nil {
 		return err
 	}
-	for _, e := range c.changes {
-		if !e.del {
-			if err := f(e.key, e.value, e.w); err != nil {
-				return err
+	if c.indexed {
+		for _, e := range c.changes {
+			if !e.del {
+				if err := put(e.key, e.value, e.w); err != nil {
+					return err
+				}
 			}
+		}
+		return nil
+	}
+	var failed error
+	for _, s := range c.deltas {
+		if err := eachEntry(c.kg, s, func(e delimitedEntry) {
+			if failed != nil {
+				return
+			}
+			if e.del {
+				failed = del(e.key)
+			} else {
+				failed = put(e.key, e.value, e.w)
+			}
+		}); err != nil {
+			return err
+		}
+		if failed != nil {
+			return failed
 		}
 	}
 	return nil
@@ -1434,6 +1525,18 @@ func (c *chainMerge) each(f func(key, value []byte, w int64) error) error {
 func (c *chainMerge) eachBase(f func(delimitedEntry) error) error {
 	b := c.base.data
 	for i := 0; i < c.base.entries; i++ {
+		if len(b) > 0 && b[0] == opPut {
+			// A put, decoded in place: most entries of a base are.
+			ks, ke, vs, ve, w, n, ok := putFields(b)
+			if !ok {
+				return fmt.Errorf("key group %d, table %q, entry %d: %w", c.kg, c.name, i, ErrShortBuffer)
+			}
+			if err := f(delimitedEntry{key: b[ks:ke:ke], value: b[vs:ve:ve], w: w}); err != nil {
+				return err
+			}
+			b = b[n:]
+			continue
+		}
 		e, n, err := nextEntry(b)
 		if err != nil {
 			return fmt.Errorf("key group %d, table %q, entry %d: %w", c.kg, c.name, i, err)

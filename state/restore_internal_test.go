@@ -103,12 +103,14 @@ func TestRestoreEntriesRefusesTrailingBytes(t *testing.T) {
 	}
 }
 
-// TestChainMergeEachMatchesEntries merges random sections of puts and
+// TestChainMergeReplayMatchesEntries merges random sections of puts and
 // deletes over a few keys (the first holds each key once, as a base or a
-// delta first in its chain does) both ways: the merged entries (no key twice)
-// and each's base-then-changes order applied as writes must both give
-// what applying the sections in order gives, each within bound calls.
-func TestChainMergeEachMatchesEntries(t *testing.T) {
+// delta first in its chain does) three ways: the merged entries (no key
+// twice), and replay's calls applied as writes and deletes, of a merge
+// not indexed (the deltas' entries in order) and of one indexed (the base
+// then the changes); each must give what applying the sections in order
+// gives, with no more puts than bound.
+func TestChainMergeReplayMatchesEntries(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(7, 8))
 	for round := range 300 {
 		keys := 1 + rnd.IntN(20)
@@ -143,9 +145,34 @@ func TestChainMergeEachMatchesEntries(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if c.indexed {
+			t.Fatalf("round %d: a merge without edits indexed", round)
+		}
+		replayed := func(c *chainMerge) map[string]string {
+			written, puts := map[string]string{}, 0
+			err := c.replay(func(k, v []byte, _ int64) error {
+				puts++
+				written[string(k)] = string(v)
+				return nil
+			}, func(k []byte) error {
+				delete(written, string(k))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if puts > c.bound() {
+				t.Fatalf("round %d: replay put %d times, bound %d", round, puts, c.bound())
+			}
+			return written
+		}
+		ordered := replayed(c)
 		es, err := c.entries()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !c.indexed {
+			t.Fatalf("round %d: entries left the merge unindexed", round)
 		}
 		merged := map[string]string{}
 		for _, e := range es {
@@ -154,19 +181,9 @@ func TestChainMergeEachMatchesEntries(t *testing.T) {
 			}
 			merged[string(e.key)] = string(e.value)
 		}
-		written, calls := map[string]string{}, 0
-		if err := c.each(func(k, v []byte, _ int64) error {
-			calls++
-			written[string(k)] = string(v)
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if !maps.Equal(merged, want) || !maps.Equal(written, want) {
-			t.Fatalf("round %d:\nentries %v\neach    %v\nwant    %v", round, merged, written, want)
-		}
-		if calls > c.bound() {
-			t.Fatalf("round %d: each called %d times, bound %d", round, calls, c.bound())
+		indexed := replayed(c)
+		if !maps.Equal(merged, want) || !maps.Equal(ordered, want) || !maps.Equal(indexed, want) {
+			t.Fatalf("round %d:\nentries %v\nreplay  %v\nindexed %v\nwant    %v", round, merged, ordered, indexed, want)
 		}
 	}
 }
