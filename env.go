@@ -162,6 +162,15 @@ type Options struct {
 	// files (default: a new directory under the system temp directory).
 	StateDir string
 
+	// OnRestore, if set, is called when a run of the job (the first or a
+	// restart) begins restoring a checkpoint, before its tasks open; the
+	// function it returns is called once every task holds its restored
+	// state and runs, or the run ended first. A program may change its
+	// own pacing for the restore in between: the clink binary pauses its
+	// garbage collector, since a restore allocates the state it reads and
+	// frees little. Execute itself never changes the program's collector.
+	OnRestore func() (restored func())
+
 	// Logger receives the job's logs (default: warnings to stderr).
 	Logger *slog.Logger
 	// Metrics receives the job's metrics (default: a private registry).
@@ -369,6 +378,7 @@ func (env *Environment) Execute(ctx context.Context) error {
 		ChannelCapacity:    env.opts.ChannelCapacity,
 		DebloatTarget:      env.opts.BufferDebloatTarget,
 		BufferTimeout:      env.opts.BufferTimeout,
+		OnRestore:          env.opts.OnRestore,
 		Logger:             env.opts.Logger,
 		Metrics:            env.opts.Metrics,
 	})

@@ -61,7 +61,10 @@ type driver struct {
 	// starting counts the tasks still opening or restoring their state:
 	// no periodic checkpoint is triggered until every task runs, as its
 	// barrier would wait for the slowest restore.
-	starting  int
+	starting int
+	// running, if set, is called once starting is down to 0 (every task
+	// runs); it may be called again after.
+	running   func()
 	terminal  checkpoint.ID // the terminal checkpoint, once triggered
 	finalDone bool
 	switches  int
@@ -147,6 +150,9 @@ func (d *driver) handle(ev driverEvent) {
 		d.coord.Decline(ev.id, ev.p, ev.err)
 	case evTaskRunning:
 		d.starting--
+		if d.starting == 0 && d.running != nil {
+			d.running()
+		}
 	case evSourceFinished:
 		d.sourcesLeft--
 		if d.sourcesLeft == 0 {

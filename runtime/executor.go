@@ -94,8 +94,16 @@ type Config struct {
 	// Restart says whether and when a failed job restarts in this process
 	// (the zero value: never).
 	Restart RestartPolicy
-	Logger  *slog.Logger
-	Metrics *metrics.Registry
+	// OnRestore, if set, is called when a run of the job (the first or a
+	// restart) begins restoring a checkpoint, before its tasks open; the
+	// function it returns is called once every task holds its restored
+	// state and runs, or the run ended first. A program may change its
+	// own pacing for the restore in between (the clink binary pauses its
+	// garbage collector: a restore allocates the state it reads and frees
+	// little).
+	OnRestore func() (restored func())
+	Logger    *slog.Logger
+	Metrics   *metrics.Registry
 }
 
 // Validate checks the configuration and the graph against each other.
@@ -268,6 +276,12 @@ func (ex *execution) run(ctx context.Context) error {
 		// The graph, the configuration or the restore point is at fault;
 		// building again would fail the same way.
 		return Fatal(err)
+	}
+	if ex.restore != 0 && ex.cfg.OnRestore != nil && ex.drv != nil {
+		restored := ex.cfg.OnRestore()
+		var once sync.Once
+		ex.drv.running = func() { once.Do(restored) }
+		defer ex.drv.running()
 	}
 
 	// The driver stops before the tasks are torn down: once a job fails or

@@ -73,6 +73,9 @@ type Options struct {
 	// Restart is what the job does when a task or a checkpoint fails (see
 	// clink.RestartStrategy); the zero value returns the error.
 	Restart clink.RestartStrategy
+	// OnRestore is called around the restore of a checkpoint (see
+	// clink.Options.OnRestore); nil is nothing.
+	OnRestore func() (restored func())
 }
 
 // Job is a planned script.
@@ -363,6 +366,7 @@ func (j *Job) Run(ctx context.Context) error {
 		Logger:              o.Logger,
 		Metrics:             o.Metrics,
 		Restart:             o.Restart,
+		OnRestore:           o.OnRestore,
 	})
 	if err != nil {
 		return err
