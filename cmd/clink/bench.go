@@ -82,7 +82,9 @@ durable (async), and the longest of each over all tasks (ckpt_slowest in
 the JSON object). --checkpoint-details reports the same for every
 checkpoint, in order (ckpt_details in the JSON object; with --kill-after,
 both processes', the restored job's marked). --cpuprofile and
---trace write a CPU profile and an execution trace of the run.
+--trace write a CPU profile and an execution trace of the run (with
+--kill-after, of the restored job's process from its start until its
+sinks take their first record: the recovery).
 --checkpoint-interval 0 runs the job without checkpoints (no directory, no
 snapshots, not even a final one), to measure what checkpointing costs.
 --checkpoint-mode aligned|unaligned|adaptive chooses the barriers, as for
@@ -208,9 +210,6 @@ func (o *benchOptions) validate() error {
 	for _, p := range []struct{ flag, file string }{{"--cpuprofile", o.cpuProfile}, {"--trace", o.trace}} {
 		if o.backpressure && p.file != "" {
 			return fmt.Errorf("%s cannot be combined with --backpressure (it runs two jobs)", p.flag)
-		}
-		if o.killAfter != 0 && p.file != "" {
-			return fmt.Errorf("%s cannot be combined with --kill-after (the job runs in processes of its own)", p.flag)
 		}
 	}
 	if o.killAfter < 0 || o.killAfter >= o.events {
@@ -550,28 +549,11 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 	if err != nil {
 		return nil, err
 	}
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return nil, fmt.Errorf("creating the CPU profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return nil, fmt.Errorf("starting the CPU profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfiles, err := startProfiles(o)
+	if err != nil {
+		return nil, err
 	}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
-			return nil, fmt.Errorf("creating the execution trace: %w", err)
-		}
-		defer f.Close()
-		if err := trace.Start(f); err != nil {
-			return nil, fmt.Errorf("starting the execution trace: %w", err)
-		}
-		defer trace.Stop()
-	}
+	defer stopProfiles()
 	runCtx := ctx
 	if o.duration > 0 {
 		// The job ends when the context does, without a final checkpoint.
@@ -656,4 +638,42 @@ func setStatements(sets []string) string {
 		fmt.Fprintf(&b, "SET %s = %s;\n", quote(strings.TrimSpace(k)), quote(strings.TrimSpace(v)))
 	}
 	return b.String()
+}
+
+// startProfiles starts the CPU profile and the execution trace o asks
+// for; stop ends them and closes their files.
+func startProfiles(o benchOptions) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	for _, p := range []struct {
+		file, what string
+		start      func(io.Writer) error
+		stop       func()
+	}{
+		{o.cpuProfile, "the CPU profile", pprof.StartCPUProfile, pprof.StopCPUProfile},
+		{o.trace, "the execution trace", trace.Start, trace.Stop},
+	} {
+		if p.file == "" {
+			continue
+		}
+		f, err := os.Create(p.file)
+		if err != nil {
+			return nil, fmt.Errorf("creating %s: %w", p.what, err)
+		}
+		stops = append(stops, func() { f.Close() })
+		if err := p.start(f); err != nil {
+			return nil, fmt.Errorf("starting %s: %w", p.what, err)
+		}
+		stops = append(stops, p.stop)
+	}
+	return stop, nil
 }

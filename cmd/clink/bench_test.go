@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +31,6 @@ func TestBenchNexmarkFlagErrors(t *testing.T) {
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "-1s"}, "--checkpoint-interval must be positive, or 0 for no checkpoints, got -1s"},
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--backpressure"}, "--checkpoint-interval 0 cannot be combined with --backpressure"},
 		{[]string{"bench", "nexmark", "--checkpoint-interval", "0", "--events", "10", "--kill-after", "5"}, "--checkpoint-interval 0 cannot be combined with --kill-after"},
-		{[]string{"bench", "nexmark", "--events", "10", "--kill-after", "5", "--trace", "trace.out"}, "--trace cannot be combined with --kill-after"},
 		{[]string{"bench", "nexmark", "--set", "no-value"}, `--set "no-value": want key=value`},
 		{[]string{"bench", "nexmark", "--backpressure", "--checkpoint-details"}, "--checkpoint-details cannot be combined with --backpressure"},
 		{[]string{"bench", "nexmark", "--checkpoint-mode", "fast"}, `--checkpoint-mode must be aligned, unaligned or adaptive, got "fast"`},
@@ -191,6 +194,39 @@ func TestBenchNexmarkKillAfterDetails(t *testing.T) {
 	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000", "--checkpoint-interval", "20ms", "--checkpoint-details")
 	if code != 0 || !strings.Contains(out, "\nrestored     ") || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "\nrecovery ") {
 		t.Errorf("text report: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestBenchNexmarkKillAfterProfiles profiles the restored job's process:
+// the kill run passes --cpuprofile and --trace to it, and it writes both
+// by the time its sinks took their first record.
+func TestBenchNexmarkKillAfterProfiles(t *testing.T) {
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "trace.out")
+	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "200000", "--kill-after", "100000",
+		"--checkpoint-interval", "20ms", "--cpuprofile", cpu, "--trace", tr, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	f, err := os.Open(cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A CPU profile is a gzipped protocol buffer.
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatalf("CPU profile: %v", err)
+	}
+	if n, err := io.Copy(io.Discard, zr); err != nil || n == 0 {
+		t.Fatalf("CPU profile: %d bytes, %v", n, err)
+	}
+	b, err := os.ReadFile(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte("go 1.")) {
+		t.Fatalf("execution trace of %d bytes begins %q", len(b), b[:min(len(b), 16)])
 	}
 }
 

@@ -62,6 +62,8 @@ func newBenchChildCmd() *cobra.Command {
 	f.StringVar(&o.restore, "restore", "", "")
 	f.StringArrayVar(&o.sets, "set", nil, "")
 	f.StringVar(&dir, "dir", "", "")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "")
+	f.StringVar(&o.trace, "trace", "", "")
 	return cmd
 }
 
@@ -77,6 +79,14 @@ func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer)
 	if err != nil {
 		return err
 	}
+	// The profiles cover the recovery: they stop when the sinks take
+	// their first record, or with the job.
+	stopProfiles, err := startProfiles(o)
+	if err != nil {
+		return err
+	}
+	var stopOnce sync.Once
+	defer stopOnce.Do(stopProfiles)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -97,6 +107,7 @@ func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer)
 			if !output && job.output() > 0 {
 				output = true
 				fmt.Fprintf(w, "output %d\n", now)
+				stopOnce.Do(stopProfiles)
 			}
 		}
 		t := time.NewTicker(time.Millisecond)
@@ -169,6 +180,12 @@ func startBenchChild(o benchOptions, dir, restore string) (*benchChild, error) {
 		"--checkpoint-mode", o.mode.String(), "--dir", dir}
 	if restore != "" {
 		args = append(args, "--restore", restore)
+		if o.cpuProfile != "" {
+			args = append(args, "--cpuprofile", o.cpuProfile)
+		}
+		if o.trace != "" {
+			args = append(args, "--trace", o.trace)
+		}
 	}
 	for _, kv := range o.sets {
 		args = append(args, "--set", kv)
