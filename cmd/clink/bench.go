@@ -23,6 +23,7 @@ import (
 	"github.com/clinkstream/clink/connector"
 	"github.com/clinkstream/clink/connectors/nexmark"
 	nexmarksql "github.com/clinkstream/clink/examples/nexmark"
+	"github.com/clinkstream/clink/internal/gctune"
 	"github.com/clinkstream/clink/metrics"
 	"github.com/clinkstream/clink/sql"
 	"github.com/clinkstream/clink/sql/planner"
@@ -397,6 +398,7 @@ func genJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, error
 		Metrics:            reg,
 		Restart:            clinkapi.NoRestart(),
 		Restore:            o.restore,
+		OnRestore:          gctune.Pause,
 	})
 	if err != nil {
 		return nil, err
@@ -453,6 +455,7 @@ func queryJob(o benchOptions, dir string, reg *metrics.Registry) (*benchJob, err
 		Functions:          nexmarksql.Functions(),
 		Restart:            clinkapi.NoRestart(),
 		Restore:            o.restore,
+		OnRestore:          gctune.Pause,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("planning Nexmark %s: %w", o.query, nexmarksql.Locate(o.query, err))

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	clinkapi "github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/internal/gctune"
 	"github.com/clinkstream/clink/metrics"
 	"github.com/clinkstream/clink/sql"
 )
@@ -124,6 +125,7 @@ func (o *sqlOptions) run(ctx context.Context, stdout, stderr io.Writer) error {
 		Stderr:             stderr,
 		Logger:             slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Metrics:            reg,
+		OnRestore:          gctune.Pause,
 	})
 	if err != nil {
 		return fmt.Errorf("%s: %w", o.file, err)
