@@ -1208,6 +1208,11 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 	case opDelete:
 		e.del = true
 	case opPut:
+		ks, ke, vs, ve, w, n, ok := putFields(b)
+		if !ok {
+			return e, 0, ErrShortBuffer
+		}
+		return delimitedEntry{key: b[ks:ke:ke], value: b[vs:ve:ve], w: w}, n, nil
 	case opSplice:
 		e.splice = true
 	case opReset:
@@ -1248,8 +1253,11 @@ func nextEntry(b []byte) (delimitedEntry, int, error) {
 
 // putFields decodes the put entry at the front of b (b[0] is opPut) as
 // offsets into b: its key is b[ks:ke], its value b[vs:ve], its write time
-// w, and it takes n bytes; ok is false if b is too short. nextEntry
-// decodes any entry.
+// w, and it takes n bytes; ok is false if b is too short. Its results fit
+// in registers, so a loop over a base's puts (eachBase) calls it rather
+// than nextEntry, which decodes any entry. Keys and values are capped
+// slices, so that an append to a value a codec kept (against Codec's rule)
+// cannot write over the bytes after it.
 func putFields(b []byte) (ks, ke, vs, ve int, w int64, n int, ok bool) {
 	l, m := binary.Uvarint(b[1:])
 	if m <= 0 || l > uint64(len(b)-1-m) {
