@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -178,6 +179,9 @@ type cowTable[K comparable, V any] struct {
 	// bornPerCheckpoint how many the interval before it inserted (see
 	// appends). Only the task goroutine uses them.
 	born, bornAtCheckpoint, bornPerCheckpoint int64
+	// batches holds the batches of restore decoders (entryDecoder) between
+	// key groups, for the goroutines that decode them.
+	batches sync.Pool
 }
 
 func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K], vc Codec[V], clone func(V) V, opts []StateOption) (*cowTable[K, V], error) {
@@ -961,11 +965,13 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 // has room for the entries.
 func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []mergedEntry, now int64) error {
 	d := t.newEntryDecoder(s, kg, now)
+	defer d.release()
 	for _, e := range entries {
 		if err := d.entry(e.key, e.value, e.w); err != nil {
 			return err
 		}
 	}
+	d.flush()
 	return nil
 }
 
@@ -973,11 +979,22 @@ func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []merge
 // write again is written again, as restoreEntry writes a key it holds.
 func (t *cowTable[K, V]) decodeLazy(s *kgTable[K, V], kg int, c *chainMerge, now int64) error {
 	d := t.newEntryDecoder(s, kg, now)
-	return c.replay(d.entry, d.remove)
+	defer d.release()
+	if err := c.replay(d.entry, d.remove); err != nil {
+		return err
+	}
+	d.flush()
+	return nil
 }
 
 // entryDecoder decodes the restored entries of one key group into its
-// shard, with one run of each codec's decoder (RunDecoder).
+// shard, with one run of each codec's decoder (RunDecoder). It gathers
+// the entries it decoded, with their hashes, in a batch, and writes them
+// into the shard in the order of their home slots (flush), so that the
+// writes sweep the shard's arrays instead of landing at random in them (a
+// restored shard is larger than the core's caches): BENCHMARKS.md has
+// what it saved. A delete, and the end of the entries, writes the batch
+// first.
 type entryDecoder[K comparable, V any] struct {
 	t           *cowTable[K, V]
 	s           *kgTable[K, V]
@@ -985,10 +1002,107 @@ type entryDecoder[K comparable, V any] struct {
 	now         int64
 	decodeKey   func([]byte) (K, int, error)
 	decodeValue func([]byte) (V, int, error)
+	batch       *restoreBatch[K, V]
 }
 
+// restoreBatch is what an entryDecoder gathers: entries decoded, their
+// mixed hashes and (with TTL) write times, and the order flush writes
+// them in.
+type restoreBatch[K comparable, V any] struct {
+	kvs  []kv[K, V]
+	ms   []uint64
+	ws   []int64
+	perm []int32
+}
+
+// restoreBatchEntries is the most entries a batch holds before it is
+// written: a few MB of entries, which the writes read back from cache.
+const restoreBatchEntries = 1 << 16
+
+// homeBuckets is the number of ranges of home slots flush sorts a batch
+// into: a shard's slots in one range are few enough to stay in cache
+// while the range is written.
+const homeBuckets = 256
+
 func (t *cowTable[K, V]) newEntryDecoder(s *kgTable[K, V], kg int, now int64) *entryDecoder[K, V] {
-	return &entryDecoder[K, V]{t: t, s: s, kg: kg, now: now, decodeKey: decoderOf(t.keyCodec), decodeValue: decoderOf(t.valueCodec)}
+	d := &entryDecoder[K, V]{t: t, s: s, kg: kg, now: now, decodeKey: decoderOf(t.keyCodec), decodeValue: decoderOf(t.valueCodec)}
+	if b, ok := t.batches.Get().(*restoreBatch[K, V]); ok {
+		d.batch = b
+	} else {
+		d.batch = &restoreBatch[K, V]{}
+	}
+	return d
+}
+
+// release gives the decoder's batch back for another key group's decode,
+// dropping what a failed decode left in it.
+func (d *entryDecoder[K, V]) release() {
+	b := d.batch
+	clear(b.kvs[:cap(b.kvs)])
+	b.kvs, b.ms, b.ws = b.kvs[:0], b.ms[:0], b.ws[:0]
+	d.t.batches.Put(b)
+	d.batch = nil
+}
+
+// stage adds entry k, v (of mixed hash m, written at w) to the batch,
+// writing the batch when it is full.
+func (d *entryDecoder[K, V]) stage(k K, m uint64, v V, w int64) {
+	b := d.batch
+	b.kvs = append(b.kvs, kv[K, V]{k: k, v: v})
+	b.ms = append(b.ms, m)
+	if d.t.ttl > 0 {
+		b.ws = append(b.ws, w)
+	}
+	if len(b.kvs) == restoreBatchEntries {
+		d.flush()
+	}
+}
+
+// flush writes the batch's entries into the shard, sorted by the range
+// of home slots they fall in (home is monotonic in the top 32 bits of the
+// hash, whatever the shard's size). The sort is stable, and the entries
+// of one key share a range, so a key written twice ends with the value it
+// was written last, as writing the entries in their order would.
+func (d *entryDecoder[K, V]) flush() {
+	b := d.batch
+	n := len(b.kvs)
+	if n == 0 {
+		return
+	}
+	t, s := d.t, d.s
+	// Write times are kept with TTL only; else every entry's is 0.
+	written := func(i int32) int64 {
+		if len(b.ws) == 0 {
+			return 0
+		}
+		return b.ws[i]
+	}
+	if n < homeBuckets {
+		for i := range int32(n) {
+			t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
+		}
+	} else {
+		var starts [homeBuckets]int32
+		for _, m := range b.ms {
+			starts[m>>56]++
+		}
+		at := int32(0)
+		for i, c := range starts {
+			starts[i] = at
+			at += c
+		}
+		b.perm = slices.Grow(b.perm[:0], n)[:n]
+		for i, m := range b.ms {
+			j := &starts[m>>56]
+			b.perm[*j] = int32(i)
+			*j++
+		}
+		for _, i := range b.perm {
+			t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
+		}
+	}
+	clear(b.kvs)
+	b.kvs, b.ms, b.ws = b.kvs[:0], b.ms[:0], b.ws[:0]
 }
 
 // key numbers the next entry, i, and decodes its key.
@@ -1018,7 +1132,12 @@ func (d *entryDecoder[K, V]) entry(key, value []byte, w int64) error {
 	if err != nil {
 		return fmt.Errorf("key group %d, entry %d: decoding value: %w", d.kg, i, err)
 	}
-	return d.t.restoreEntry(d.s, d.kg, i, k, v, w, d.now)
+	m, err := d.t.restoredHash(d.kg, i, k)
+	if err != nil {
+		return err
+	}
+	d.stage(k, m, v, w)
+	return nil
 }
 
 // remove decodes the key of a delete the restore replays and deletes it
@@ -1028,10 +1147,11 @@ func (d *entryDecoder[K, V]) remove(key []byte) error {
 	if err != nil {
 		return err
 	}
+	d.flush()
 	t, s := d.t, d.s
-	m := t.hashKey(k)
-	if got := t.keyGroup(m); got != d.kg {
-		return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", d.kg, i, got)
+	m, err := t.restoredHash(d.kg, i, k)
+	if err != nil {
+		return err
 	}
 	if j, ok := t.probe(s, k, m); ok {
 		// The chain holds the delete: the next delta need not write it.
@@ -1071,10 +1191,27 @@ func (t *cowTable[K, V]) growRestored(s *kgTable[K, V], need int) {
 // restoreEntry puts the restored entry i of key group kg, written at w
 // (0: without TTL, now then), into its shard s.
 func (t *cowTable[K, V]) restoreEntry(s *kgTable[K, V], kg, i int, k K, v V, w, now int64) error {
+	m, err := t.restoredHash(kg, i, k)
+	if err != nil {
+		return err
+	}
+	t.placeRestored(s, k, m, v, w, now)
+	return nil
+}
+
+// restoredHash returns the mixed hash of k, restored as entry i of key
+// group kg, checking that k belongs to kg.
+func (t *cowTable[K, V]) restoredHash(kg, i int, k K) (uint64, error) {
 	m := t.hashKey(k)
 	if got := t.keyGroup(m); got != kg {
-		return fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", kg, i, got)
+		return 0, fmt.Errorf("key group %d, entry %d: the key belongs to key group %d (was the max parallelism or the key type changed?)", kg, i, got)
 	}
+	return m, nil
+}
+
+// placeRestored puts restored entry k, v (k's mixed hash m, written at w;
+// 0: without TTL, now then) into its shard s.
+func (t *cowTable[K, V]) placeRestored(s *kgTable[K, V], k K, m uint64, v V, w, now int64) {
 	j, ok := t.probe(s, k, m)
 	if ok {
 		t.writable(s)
@@ -1092,7 +1229,6 @@ func (t *cowTable[K, V]) restoreEntry(s *kgTable[K, V], kg, i int, k K, v V, w, 
 	if s.epochs != nil {
 		s.epochs[j] = t.epoch
 	}
-	return nil
 }
 
 // flatKey reports whether keys of type t compare with == in their slots

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestForEachLowestError checks that forEach returns the error of the
@@ -184,6 +185,112 @@ func TestChainMergeReplayMatchesEntries(t *testing.T) {
 		indexed := replayed(c)
 		if !maps.Equal(merged, want) || !maps.Equal(ordered, want) || !maps.Equal(indexed, want) {
 			t.Fatalf("round %d:\nentries %v\nreplay  %v\nindexed %v\nwant    %v", round, merged, ordered, indexed, want)
+		}
+	}
+}
+
+// TestDecodeLazyWritesBatchesInOrder restores a chain whose sections are
+// larger than a decoder's batch, whose deltas write keys again, several
+// times within one batch, and delete keys between their writes: the
+// table must hold what applying the sections in order gives, with each
+// key's last write time (TTL), although a batch is written in the order
+// of the entries' home slots.
+func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
+	const now = int64(1_700_000_000_000)
+	b := NewMemoryBackend()
+	if err := b.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := newCowTable[string, string](b, "t", CodecFor[string](), CodecFor[string](), nil,
+		[]StateOption{WithTTL(1000 * time.Hour), WithClock(func() int64 { return now })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct {
+		v string
+		w int64
+	}
+	want := map[string]entry{}
+	rnd := rand.New(rand.NewPCG(5, 6))
+	sc := CodecFor[string]()
+	enc := func(x string) []byte { return sc.Append(nil, x) }
+	baseKeys := restoreBatchEntries + restoreBatchEntries/2
+	var secs []fileSection
+	var data []byte
+	for i := range baseKeys {
+		k, v := fmt.Sprintf("k%d", i), fmt.Sprintf("base%d", i)
+		data = appendPutEntry(data, enc(k), enc(v), now-int64(i))
+		want[k] = entry{v, now - int64(i)}
+	}
+	secs = append(secs, fileSection{kg: 0, name: "t", entries: baseKeys, data: data})
+	for si := range 3 {
+		data = data[:0:0]
+		n := 0
+		for i := range 20_000 {
+			// Few keys: each is written several times in a batch.
+			k := fmt.Sprintf("k%d", rnd.IntN(3000))
+			n++
+			// Deletes in the middle delta only: the others are batches of
+			// puts with keys written several times.
+			if si == 1 && rnd.IntN(10) == 0 {
+				data = append(data, opDelete)
+				data = binary.AppendUvarint(data, uint64(len(enc(k))))
+				data = append(data, enc(k)...)
+				delete(want, k)
+				continue
+			}
+			v, w := fmt.Sprintf("d%d.%d", si, i), now-int64(rnd.IntN(1000))
+			data = appendPutEntry(data, enc(k), enc(v), w)
+			want[k] = entry{v, w}
+		}
+		if si == 1 {
+			// Keys written and then deleted, or deleted and written again,
+			// within a few entries; no later delta writes them.
+			for i := range 300 {
+				x, y := fmt.Sprintf("x%d", i), fmt.Sprintf("y%d", i)
+				data = appendPutEntry(data, enc(x), enc("x1"), now)
+				data = appendPutEntry(data, enc(x), enc("x2"), now)
+				data = append(data, opDelete)
+				data = binary.AppendUvarint(data, uint64(len(enc(x))))
+				data = append(data, enc(x)...)
+				data = append(data, opDelete)
+				data = binary.AppendUvarint(data, uint64(len(enc(y))))
+				data = append(data, enc(y)...)
+				data = appendPutEntry(data, enc(y), enc("y1"), now)
+				n += 5
+				want[y] = entry{"y1", now}
+			}
+		}
+		secs = append(secs, fileSection{kg: 0, name: "t", entries: n, data: data})
+	}
+	c, err := collectChanges(0, "t", secs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.decodeLazy(tbl.restoreShard(0, c.bound(), c.bound()), 0, c, now); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]entry{}
+	s := &tbl.shards[0]
+	for i := range s.slots {
+		if s.isUsed(i) {
+			if _, dup := got[s.slots[i].k]; dup {
+				t.Fatalf("key %s restored twice", s.slots[i].k)
+			}
+			got[s.slots[i].k] = entry{s.slots[i].v, s.written[i]}
+		}
+	}
+	if len(got) != len(want) || s.n != len(want) {
+		t.Fatalf("restored %d keys (shard counts %d), want %d", len(got), s.n, len(want))
+	}
+	for k, e := range want {
+		if got[k] != e {
+			t.Fatalf("key %s restored as %+v, want %+v", k, got[k], e)
+		}
+	}
+	for k, e := range want {
+		if v, ok := tbl.get(k); !ok || v != e.v {
+			t.Fatalf("get(%s) = %q, %v, want %q", k, v, ok, e.v)
 		}
 	}
 }
