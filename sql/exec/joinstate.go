@@ -199,13 +199,19 @@ func (rs joinRows) retained(cols int, expiryOf func(row []types.Value) (int64, b
 		}
 		if ok && keep(exp) {
 			if dropped {
+				if out == nil {
+					out = make(joinRows, 0, len(rs)-off)
+				}
 				out = append(out, rs[off:r.end]...)
 			}
 		} else if !dropped {
 			// The first record to go: a new slice with those before it
-			// (the held one may be in a checkpoint).
+			// (the held one may be in a checkpoint), if any; records
+			// kept after it are appended to it.
 			dropped = true
-			out = append(make(joinRows, 0, len(rs)-(r.end-off)), rs[:off]...)
+			if off > 0 {
+				out = append(make(joinRows, 0, len(rs)-(r.end-off)), rs[:off]...)
+			}
 		}
 		off = r.end
 	}

@@ -240,6 +240,38 @@ func TestJoinRowsRetainedByExpiry(t *testing.T) {
 	}
 }
 
+// TestJoinRowsRetainedFirstDropped drops a list's first record and keeps
+// the one after it: the records kept come in a slice of their own (the
+// list given may be in a checkpoint), and a list whose records all go
+// becomes nil.
+func TestJoinRowsRetainedFirstDropped(t *testing.T) {
+	row := types.AppendValues(nil, []types.Value{types.Int64(1)})
+	var rs joinRows
+	rs = appendJoinRecExpiring(rs, joinExpires, 3, 0, row)
+	rs = appendJoinRecExpiring(rs, joinExpires, 10, 0, row)
+	before := string(rs)
+	keep := func(e int64) bool { return e > 4 }
+	kept, dropped, err := rs.retained(1, nil, keep)
+	if err != nil || !dropped {
+		t.Fatalf("retained: dropped %v, %v; want the first record dropped", dropped, err)
+	}
+	r, err := kept.rec(0)
+	if err != nil || r.expires != 10 || r.end != len(kept) {
+		t.Fatalf("kept %+v, %v; want the one record expiring at 10", r, err)
+	}
+	if len(kept) > 0 && &kept[0] == &rs[len(rs)-len(kept)] {
+		t.Fatal("the records kept share the array of the list given")
+	}
+	clear(kept)
+	if string(rs) != before {
+		t.Fatal("writing the records kept changed the list given")
+	}
+	none, dropped, err := rs.retained(1, nil, func(int64) bool { return false })
+	if err != nil || !dropped || none != nil {
+		t.Fatalf("every record dropped: %v, %v, %v; want nil, true", none, dropped, err)
+	}
+}
+
 func TestUvarintLen(t *testing.T) {
 	for _, x := range []uint64{0, 1, 127, 128, 16383, 16384, 1 << 40, 1<<63 - 1, 1<<64 - 1} {
 		if got, want := uvarintLen(x), len(binary.AppendUvarint(nil, x)); got != want {
