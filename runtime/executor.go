@@ -599,12 +599,27 @@ func (ex *execution) pressure() float64 {
 	return p
 }
 
+// Failure is a panic value that is a task's error rather than a bug: code
+// without an error result panics with one when what it stands on failed
+// (a state whose store failed or holds bytes that do not decode:
+// state.StoreError).
+// The task then fails with it as its error, without a stack trace.
+type Failure interface {
+	error
+	// TaskFailure marks the type; it does nothing.
+	TaskFailure()
+}
+
 // runGuarded runs a task, turning a panic in user code (a map function, a
 // sink) into the task's error so that it fails the job instead of the
 // process.
 func runGuarded(run func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if f, ok := r.(Failure); ok {
+				err = f
+				return
+			}
 			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 		}
 	}()

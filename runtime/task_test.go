@@ -446,6 +446,47 @@ func TestExecuteOperatorFailureNamesTask(t *testing.T) {
 	tr.checkOpenedClosed(t, "src-0", "src-1", "mid-0", "mid-1", "sink-0")
 }
 
+// failure is a panic value that is a task's error (Failure).
+type failure struct{ cause error }
+
+func (f *failure) Error() string { return "state failed: " + f.cause.Error() }
+func (f *failure) Unwrap() error { return f.cause }
+func (f *failure) TaskFailure()  {}
+
+// TestExecutePanicWithFailure: an operator that panics with a Failure
+// fails its task with that error as it is, without a stack trace; any
+// other panic is reported as a panic with its stack.
+func TestExecutePanicWithFailure(t *testing.T) {
+	errBoom := errors.New("boom")
+	for _, tc := range []struct {
+		what  string
+		value any
+		check func(err error) bool
+	}{
+		{"a Failure", &failure{cause: errBoom}, func(err error) bool {
+			var f *failure
+			return errors.As(err, &f) && errors.Is(err, errBoom) && !strings.Contains(err.Error(), "panic") && !strings.Contains(err.Error(), "goroutine")
+		}},
+		{"a string", "bad state", func(err error) bool {
+			return strings.Contains(err.Error(), "panic: bad state") && strings.Contains(err.Error(), "goroutine")
+		}},
+	} {
+		tr := newTracker()
+		g := pipeline(tr, -1, func(o *intOp) {
+			o.batch = func(o *intOp, _ int, _ intBatch) error {
+				if o.tc.Subtask == 1 {
+					panic(tc.value)
+				}
+				return nil
+			}
+		}, nil)
+		err := Execute(context.Background(), g, Config{MaxParallelism: 4, ChannelCapacity: 2})
+		if err == nil || !tc.check(err) {
+			t.Errorf("panic with %s: Execute = %v", tc.what, err)
+		}
+	}
+}
+
 func TestExecuteCancelStopsUnboundedJob(t *testing.T) {
 	t.Setenv(store.FsyncEnvVar, "0")
 	for _, tc := range []struct {

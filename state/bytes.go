@@ -139,6 +139,10 @@ func (e *StoreError) Error() string {
 // Unwrap returns the cause.
 func (e *StoreError) Unwrap() error { return e.Err }
 
+// TaskFailure marks a StoreError as a task's failure, not a bug
+// (runtime.Failure): the task fails with it as its error.
+func (e *StoreError) TaskFailure() {}
+
 // errCorrupt is wrapped when stored bytes do not decode.
 var errCorrupt = errors.New("stored bytes do not decode")
 
