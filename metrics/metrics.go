@@ -111,6 +111,11 @@ type CheckpointPhases struct {
 	// last, and LastParts its parts: the end of the critical path.
 	Last      string
 	LastParts CheckpointParts
+	// Terminal marks the terminal checkpoint of a bounded job: its
+	// barriers pass a task only once it has processed the end of its
+	// input (every window and timer fired), so its duration includes that
+	// work.
+	Terminal bool
 }
 
 // OperatorCounters counts the records one subtask of one operator consumed

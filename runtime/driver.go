@@ -230,7 +230,7 @@ func (d *driver) apply(e checkpoint.Effect) error {
 	case checkpoint.NotifyComplete:
 		dur := time.Since(e.TriggeredAt)
 		d.metrics.CheckpointPhases(metrics.CheckpointPhases{
-			Longest: parts(e.Max), Last: string(e.Last), LastParts: parts(e.LastTiming),
+			Longest: parts(e.Max), Last: string(e.Last), LastParts: parts(e.LastTiming), Terminal: e.Terminal,
 		})
 		d.metrics.CheckpointCompleted(e.Mode.String(), dur, e.Bytes, e.FullBytes)
 		d.log.Info("checkpoint completed", "checkpoint", e.ID, "mode", e.Mode, "duration", dur,

@@ -64,6 +64,9 @@ func TestCheckpointReportsItsPhases(t *testing.T) {
 	}
 	p := reg.Summary().LastCheckpointPhases
 	t.Logf("last checkpoint: %+v", p)
+	if p.Terminal {
+		t.Error("a periodic checkpoint of a canceled job is reported terminal")
+	}
 	if p.Last != "sink-0" {
 		t.Errorf("the checkpoint waited last for %q, want sink-0 (its capture takes %v)", p.Last, capture)
 	}
@@ -79,5 +82,51 @@ func TestCheckpointReportsItsPhases(t *testing.T) {
 	l, q := p.Longest, p.LastParts
 	if l.StartDelay < q.StartDelay || l.Alignment < q.Alignment || l.Sync < q.Sync || l.Async < q.Async {
 		t.Errorf("longest parts %+v are shorter than the last task's %+v", l, q)
+	}
+}
+
+// The terminal checkpoint of a bounded job reports itself as such, and the
+// periodic ones before it do not.
+func TestCheckpointReportsTerminal(t *testing.T) {
+	t.Setenv(store.FsyncEnvVar, "0")
+	tr := newTracker()
+	g := pipeline(tr, 3000, func(o *intOp) {
+		o.batch = func(*intOp, int, intBatch) error {
+			time.Sleep(100 * time.Microsecond)
+			return nil
+		}
+	}, nil)
+	reg := metrics.New()
+	var periodicTerminal []bool
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		var seen int64
+		for {
+			if s := reg.Summary(); s.CheckpointsCompleted > seen {
+				seen = s.CheckpointsCompleted
+				periodicTerminal = append(periodicTerminal, s.LastCheckpointPhases.Terminal)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	err := Execute(context.Background(), g, Config{MaxParallelism: 4, CheckpointDir: t.TempDir(), CheckpointInterval: 10 * time.Millisecond, Metrics: reg})
+	close(stop)
+	<-sampled
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reg.Summary().LastCheckpointPhases.Terminal {
+		t.Fatal("the last checkpoint of a bounded job is not reported terminal")
+	}
+	for i, terminal := range periodicTerminal[:max(0, len(periodicTerminal)-1)] {
+		if terminal {
+			t.Fatalf("checkpoint %d of %d, before the last, is reported terminal", i+1, len(periodicTerminal))
+		}
 	}
 }

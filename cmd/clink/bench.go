@@ -238,6 +238,13 @@ type benchResult struct {
 	CkptP50Ms     float64 `json:"ckpt_p50_ms"`
 	CkptP99Ms     float64 `json:"ckpt_p99_ms"`
 	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	// CkptFinalMs is the terminal checkpoint's duration, for a run that
+	// ended with one: it completes only once every task processed the end
+	// of its input, so it holds the end of the job's work (every window
+	// and timer firing), not only a checkpoint's. CkptPeriodicP99Ms is
+	// then the p99 of the other checkpoints, if there were any.
+	CkptPeriodicP99Ms *float64 `json:"ckpt_periodic_p99_ms,omitempty"`
+	CkptFinalMs       *float64 `json:"ckpt_final_ms,omitempty"`
 	// CkptSlowest is where the slowest checkpoint's time went.
 	CkptSlowest *checkpointReport `json:"ckpt_slowest,omitempty"`
 	// CkptDetails is where each checkpoint's time went, in order
@@ -275,6 +282,9 @@ type checkpointReport struct {
 	// Restored marks, in a --kill-after run, the restored job's
 	// checkpoints.
 	Restored bool `json:"restored,omitempty"`
+	// Terminal marks the terminal checkpoint (see
+	// benchResult.CkptFinalMs).
+	Terminal bool `json:"terminal,omitempty"`
 }
 
 // checkpointSample is one completed checkpoint as the sampler saw it.
@@ -299,13 +309,18 @@ func checkpointReportOf(s checkpointSample) *checkpointReport {
 		DurationMs: ms(s.duration), LastTask: s.phases.Last,
 		StartDelayMs: ms(last.StartDelay), AlignmentMs: ms(last.Alignment), SyncMs: ms(last.Sync), AsyncMs: ms(last.Async),
 		MaxStartDelayMs: ms(long.StartDelay), MaxAlignmentMs: ms(long.Alignment), MaxSyncMs: ms(long.Sync), MaxAsyncMs: ms(long.Async),
+		Terminal: s.phases.Terminal,
 	}
 }
 
 // String formats a checkpoint for the text report.
 func (s *checkpointReport) String() string {
-	return fmt.Sprintf("%.1f ms, waited last for %s: start delay %.1f, alignment %.1f, sync %.1f, async %.1f ms (longest of any task: %.1f, %.1f, %.1f, %.1f ms)",
-		s.DurationMs, s.LastTask, s.StartDelayMs, s.AlignmentMs, s.SyncMs, s.AsyncMs,
+	terminal := ""
+	if s.Terminal {
+		terminal = " (terminal)"
+	}
+	return fmt.Sprintf("%.1f ms%s, waited last for %s: start delay %.1f, alignment %.1f, sync %.1f, async %.1f ms (longest of any task: %.1f, %.1f, %.1f, %.1f ms)",
+		s.DurationMs, terminal, s.LastTask, s.StartDelayMs, s.AlignmentMs, s.SyncMs, s.AsyncMs,
 		s.MaxStartDelayMs, s.MaxAlignmentMs, s.MaxSyncMs, s.MaxAsyncMs)
 }
 
@@ -320,6 +335,13 @@ cpu          %.3f s (%.0f events per CPU-second)
 checkpoints  %d (p50 %.1f ms, p99 %.1f ms)
 peak RSS     %.1f MB
 `, r.Query, r.Events, r.WallS, r.EventsPerS, r.CPUS, r.EventsPerCPUS, r.Checkpoints, r.CkptP50Ms, r.CkptP99Ms, r.PeakRSSMB)
+	if err == nil && r.CkptFinalMs != nil {
+		periodic := "no periodic checkpoint"
+		if r.CkptPeriodicP99Ms != nil {
+			periodic = fmt.Sprintf("periodic p99 %.1f ms", *r.CkptPeriodicP99Ms)
+		}
+		_, err = fmt.Fprintf(w, "terminal     %.1f ms, after the end of input's work (%s)\n", *r.CkptFinalMs, periodic)
+	}
 	if err == nil && r.CkptSlowest != nil {
 		_, err = fmt.Fprintf(w, "slowest ckpt %s\n", r.CkptSlowest)
 	}
@@ -610,6 +632,19 @@ func (r *benchResult) setCheckpoints(samples []checkpointSample, details bool) {
 		r.durations[i] = s.duration
 	}
 	r.CkptP50Ms, r.CkptP99Ms = percentileMs(r.durations, 0.50), percentileMs(r.durations, 0.99)
+	var periodic []time.Duration
+	for _, s := range samples {
+		if s.phases.Terminal {
+			final := float64(s.duration) / float64(time.Millisecond)
+			r.CkptFinalMs = &final
+			continue
+		}
+		periodic = append(periodic, s.duration)
+	}
+	if r.CkptFinalMs != nil && len(periodic) > 0 {
+		p99 := percentileMs(periodic, 0.99)
+		r.CkptPeriodicP99Ms = &p99
+	}
 	r.CkptSlowest = slowest(samples)
 	if details {
 		for _, s := range samples {

@@ -58,11 +58,13 @@ func TestBenchNexmarkQuery(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &got); err != nil {
 			t.Fatalf("%s: output %q is not one JSON object: %v", q, out, err)
 		}
-		if len(got) != 11 || got["query"] != q || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
+		_, periodic := got["ckpt_periodic_p99_ms"]
+		if len(got) != 12+bit(periodic) || got["query"] != q || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
 			got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
 			t.Errorf("%s: implausible result: %s", q, out)
 		}
 		checkSlowest(t, q, got, out)
+		checkFinal(t, q, got, out)
 	}
 }
 
@@ -104,13 +106,43 @@ func checkpointDetails(t *testing.T, args ...string) []map[string]any {
 func TestBenchNexmarkCheckpointDetails(t *testing.T) {
 	details := checkpointDetails(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details", "--json")
 	for i, c := range details {
-		if len(c) != 10 {
-			t.Errorf("checkpoint %d: want 10 fields, got %v", i+1, c)
+		// The last checkpoint of the bounded run, and only it, is the
+		// terminal one, which has the field terminal.
+		last := i == len(details)-1
+		if want := 10 + bit(last); len(c) != want || last != (c["terminal"] == true) {
+			t.Errorf("checkpoint %d of %d: want %d fields, terminal %v; got %v", i+1, len(details), want, last, c)
 		}
 	}
 	code, out, errs := clink(t, "bench", "nexmark", "--query", "q1", "--events", "20000", "--checkpoint-interval", "20ms", "--checkpoint-details")
-	if code != 0 || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "waited last for") {
-		t.Errorf("text report: exit %d, stdout %q, stderr %q; want a line per checkpoint", code, out, errs)
+	if code != 0 || !strings.Contains(out, "\nckpt 1 ") || !strings.Contains(out, "waited last for") ||
+		!strings.Contains(out, "ms (terminal), waited last for") || !strings.Contains(out, "\nterminal     ") {
+		t.Errorf("text report: exit %d, stdout %q, stderr %q; want a line per checkpoint, the terminal one marked", code, out, errs)
+	}
+}
+
+// bit is 1 for true, 0 for false.
+func bit(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkFinal checks the terminal checkpoint's figures of a bounded run's
+// JSON result: its duration is one of the run's, at most the slowest, and
+// the p99 of the others is at most the p99 of all.
+func checkFinal(t *testing.T, what string, got map[string]any, out string) {
+	t.Helper()
+	final, ok := got["ckpt_final_ms"].(float64)
+	if !ok {
+		t.Errorf("%s: a bounded run's result lacks ckpt_final_ms: %s", what, out)
+		return
+	}
+	// Without periodic checkpoints (a short run), there is no p99 of them.
+	periodic, _ := got["ckpt_periodic_p99_ms"].(float64)
+	slowest := got["ckpt_slowest"].(map[string]any)["duration_ms"].(float64)
+	if final <= 0 || final > slowest || periodic < 0 || periodic > got["ckpt_p99_ms"].(float64) {
+		t.Errorf("%s: terminal checkpoint %v ms, periodic p99 %v ms: implausible: %s", what, final, periodic, out)
 	}
 }
 
@@ -167,10 +199,11 @@ func TestBenchNexmarkKillAfter(t *testing.T) {
 		const slack = 0.005
 		rec, rst, rpl := got["recovery_s"].(float64), got["restart_s"].(float64), got["replay_s"].(float64)
 		killed, replayed := got["killed_at_events"].(float64), got["replayed_events"].(float64)
-		if len(got) != 17 || got["restarts"] != 1.0 || got["events"] != 200000.0 || got["checkpoints"].(float64) < 1 ||
+		if len(got) != 19 || got["restarts"] != 1.0 || got["events"] != 200000.0 || got["checkpoints"].(float64) < 1 ||
 			rst <= 0 || rec <= 0 || rpl < rst-slack || killed < 100000 || replayed < 0 || replayed >= killed {
 			t.Errorf("%s: implausible result: %s", q, out)
 		}
+		checkFinal(t, q, got, out)
 	}
 }
 
@@ -184,6 +217,10 @@ func TestBenchNexmarkKillAfterDetails(t *testing.T) {
 			restored++
 		} else if restored > 0 {
 			t.Errorf("checkpoint %d of the killed job after one of the restored job's", i+1)
+		}
+		// Only the restored job ends, with its terminal checkpoint.
+		if last := i == len(details)-1; last != (c["terminal"] == true) {
+			t.Errorf("checkpoint %d of %d: terminal %v, want %v", i+1, len(details), c["terminal"], last)
 		}
 	}
 	// The killed job completed one checkpoint at least, and the restored
@@ -245,7 +282,13 @@ func TestBenchNexmarkGen(t *testing.T) {
 		}
 	}
 	checkSlowest(t, "gen", got, out)
-	if len(got) != 11 || got["query"] != "gen" || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
+	// A run this short takes its terminal checkpoint only, or periodic
+	// ones too.
+	_, periodic := got["ckpt_periodic_p99_ms"]
+	if _, final := got["ckpt_final_ms"].(float64); !final {
+		t.Errorf("a bounded run's result lacks ckpt_final_ms: %s", out)
+	}
+	if len(got) != 12+bit(periodic) || got["query"] != "gen" || got["events"] != 20000.0 || got["checkpoints"].(float64) < 1 ||
 		got["ckpt_p99_ms"].(float64) < got["ckpt_p50_ms"].(float64) || got["ckpt_p50_ms"].(float64) <= 0 ||
 		got["events_per_cpu_s"].(float64) <= 0 || got["peak_rss_mb"].(float64) <= 0 {
 		t.Errorf("implausible result: %s", out)
@@ -356,7 +399,7 @@ func checkSlowest(t *testing.T, what string, got map[string]any, out string) {
 		t.Errorf("%s: JSON output lacks the ckpt_slowest object: %s", what, out)
 		return
 	}
-	if len(s) != 10 || s["last_task"] == "" || s["duration_ms"].(float64) < got["ckpt_p99_ms"].(float64) {
+	if len(s) != 10+bit(s["terminal"] == true) || s["last_task"] == "" || s["duration_ms"].(float64) < got["ckpt_p99_ms"].(float64) {
 		t.Errorf("%s: implausible slowest checkpoint: %s", what, out)
 	}
 	for _, part := range []string{"start_delay_ms", "alignment_ms", "sync_ms", "async_ms"} {

@@ -134,16 +134,21 @@ func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer)
 
 // phaseFields formats a checkpoint's phases for a ckpt line: start delay,
 // alignment, sync and async of the task waited for last, the longest of
-// each over all tasks (nanoseconds), then that task's name.
+// each over all tasks (nanoseconds), 1 for the terminal checkpoint (else
+// 0), then that task's name.
 func phaseFields(p metrics.CheckpointPhases) string {
 	l, m := p.LastParts, p.Longest
-	return fmt.Sprintf("%d %d %d %d %d %d %d %d %s", l.StartDelay, l.Alignment, l.Sync, l.Async,
-		m.StartDelay, m.Alignment, m.Sync, m.Async, p.Last)
+	terminal := 0
+	if p.Terminal {
+		terminal = 1
+	}
+	return fmt.Sprintf("%d %d %d %d %d %d %d %d %d %s", l.StartDelay, l.Alignment, l.Sync, l.Async,
+		m.StartDelay, m.Alignment, m.Sync, m.Async, terminal, p.Last)
 }
 
 // parseCheckpoint parses a ckpt line's fields after "ckpt".
 func parseCheckpoint(f []string) (checkpointSample, error) {
-	if len(f) < 10 {
+	if len(f) < 11 {
 		return checkpointSample{}, errors.New("too few fields")
 	}
 	var ns [9]time.Duration
@@ -154,8 +159,13 @@ func parseCheckpoint(f []string) (checkpointSample, error) {
 		}
 		ns[i] = time.Duration(n)
 	}
+	terminal, err := strconv.ParseBool(f[9])
+	if err != nil {
+		return checkpointSample{}, err
+	}
 	return checkpointSample{duration: ns[0], phases: metrics.CheckpointPhases{
-		Last:      strings.Join(f[9:], " "),
+		Terminal:  terminal,
+		Last:      strings.Join(f[10:], " "),
 		LastParts: metrics.CheckpointParts{StartDelay: ns[1], Alignment: ns[2], Sync: ns[3], Async: ns[4]},
 		Longest:   metrics.CheckpointParts{StartDelay: ns[5], Alignment: ns[6], Sync: ns[7], Async: ns[8]},
 	}}, nil
