@@ -1217,6 +1217,12 @@ func (t *cowTable[K, V]) placeRestored(s *kgTable[K, V], k K, m uint64, v V, w, 
 		t.writable(s)
 	} else {
 		j = t.insert(s, k, m, j)
+		if s.changes != nil {
+			// A restored key is state the chain holds, not a change of
+			// the interval: counted, it would make every restored key
+			// look written once (appends) at the first capture.
+			s.changes.inserted--
+		}
 	}
 	s.slots[j].v = v
 	if s.written != nil {

@@ -294,3 +294,47 @@ func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreCountsNoChanges restores a key group into a table that keeps
+// a changelog: the restored keys are the chain's state, not changes of
+// the interval, so the first capture after the restore counts none of
+// them as inserted (born) or written once (once), and lists no key.
+func TestRestoreCountsNoChanges(t *testing.T) {
+	b, err := NewMemoryBackendWith(MemoryOptions{Incremental: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := newCowTable[string, string](b, "t", CodecFor[string](), CodecFor[string](), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tbl.changelog {
+		t.Fatal("the table of an incremental backend keeps no changelog")
+	}
+	sc := CodecFor[string]()
+	var data []byte
+	const n = 2000
+	for i := range n {
+		data = appendPutEntry(data, sc.Append(nil, fmt.Sprint("k", i)), sc.Append(nil, "v"), 0)
+	}
+	c, err := collectChanges(0, "t", []fileSection{{kg: 0, name: "t", entries: n, data: data}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tbl.decodeLazy(tbl.restoreShard(0, c.bound(), c.bound()), 0, c, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := tbl.len(); got != n {
+		t.Fatalf("restored %d keys, want %d", got, n)
+	}
+	// One key inserted after the restore is the interval's only change.
+	tbl.put("new", "v")
+	tbl.captureChanges()
+	if tbl.born != 1 || tbl.once.Load() != 1 || tbl.again.Load() != 0 {
+		t.Fatalf("first capture after a restore of %d keys and one insert: born %d, once %d, again %d; want 1, 1, 0",
+			n, tbl.born, tbl.once.Load(), tbl.again.Load())
+	}
+}
