@@ -83,8 +83,13 @@ type Registry struct {
 		// by mu; the *OperatorCounters values themselves are atomics and are
 		// read without the lock once obtained.
 		operators map[operatorKey]*OperatorCounters
-		// phases describes the last checkpoint CheckpointPhases reported.
-		phases CheckpointPhases
+		// phases describes the last completed checkpoint, and reported
+		// those CheckpointPhases reported for the checkpoint about to
+		// complete. CheckpointCompleted moves reported to phases under mu
+		// as it counts the checkpoint and stores its duration and sizes,
+		// and Summary reads all of them under mu, so that a summary never
+		// pairs one checkpoint's count or duration with another's phases.
+		phases, reported CheckpointPhases
 	}
 }
 
@@ -252,6 +257,9 @@ func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, byte
 	r.duration.WithLabelValues(mode).Observe(duration.Seconds())
 	r.size.WithLabelValues(mode).Observe(float64(bytes))
 	r.fullSize.WithLabelValues(mode).Observe(float64(fullBytes))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.phases, r.mu.reported = r.mu.reported, CheckpointPhases{}
 	r.lastDurationNanos.Store(int64(duration))
 	r.lastBytes.Store(bytes)
 	r.lastFullBytes.Store(fullBytes)
@@ -259,15 +267,14 @@ func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, byte
 }
 
 // CheckpointPhases records where a checkpoint's time went. The driver calls
-// it just before CheckpointCompleted of the same checkpoint, so that a
-// Summary whose completed count includes the checkpoint also has its
-// phases.
+// it just before CheckpointCompleted of the same checkpoint; a Summary
+// reports them once that counted the checkpoint.
 func (r *Registry) CheckpointPhases(p CheckpointPhases) {
 	r.start.Observe(p.Longest.StartDelay.Seconds())
 	r.sync.Observe(p.Longest.Sync.Seconds())
 	r.async.Observe(p.Longest.Async.Seconds())
 	r.mu.Lock()
-	r.mu.phases = p
+	r.mu.reported = p
 	r.mu.Unlock()
 }
 
@@ -325,6 +332,8 @@ func (r *Registry) Operator(uid string, subtask int) *OperatorCounters {
 
 // Summary returns the current values for the CLI status line and tests.
 func (r *Registry) Summary() Summary {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	s := Summary{
 		CheckpointsCompleted:    r.completed.Load(),
 		CheckpointsAborted:      r.aborted.Load(),
@@ -334,8 +343,6 @@ func (r *Registry) Summary() Summary {
 		LastCheckpointFullBytes: r.lastFullBytes.Load(),
 		Restarts:                r.restartsTotal.Load(),
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	s.LastCheckpointPhases = r.mu.phases
 	for _, c := range r.mu.operators {
 		s.RecordsIn += c.In.Load()

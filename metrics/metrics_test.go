@@ -3,6 +3,7 @@ package metrics
 import (
 	"io"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -301,6 +302,39 @@ func TestCheckpointPhases(t *testing.T) {
 	for name, want := range map[string]float64{NameCheckpointStart: 0.030, NameCheckpointSync: 0.002, NameCheckpointAsync: 0.120} {
 		if got, ok := sums[name]; !ok || got < want-1e-9 || got > want+1e-9 {
 			t.Errorf("%s: one observation of %v, want %v (found %v)", name, got, want, ok)
+		}
+	}
+}
+
+// TestSummaryLastCheckpointConsistent reads summaries while checkpoints
+// complete: the count, the duration and the phases of a summary are those
+// of one checkpoint, never the phases of the one about to complete.
+func TestSummaryLastCheckpointConsistent(t *testing.T) {
+	r := New()
+	const n = 2000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			r.CheckpointPhases(CheckpointPhases{Last: strconv.Itoa(i), Terminal: i == n})
+			r.CheckpointCompleted(ModeAligned, time.Duration(i), 1, 1)
+		}
+	}()
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		s := r.Summary()
+		if s.CheckpointsCompleted == 0 {
+			continue
+		}
+		if want := strconv.FormatInt(s.CheckpointsCompleted, 10); s.LastCheckpointPhases.Last != want || s.LastCheckpointDuration != time.Duration(s.CheckpointsCompleted) {
+			t.Fatalf("summary after %d checkpoints: duration %d, phases of %q", s.CheckpointsCompleted, s.LastCheckpointDuration, s.LastCheckpointPhases.Last)
+		}
+		if s.LastCheckpointPhases.Terminal != (s.CheckpointsCompleted == n) {
+			t.Fatalf("summary after %d checkpoints: terminal %v", s.CheckpointsCompleted, s.LastCheckpointPhases.Terminal)
 		}
 	}
 }
