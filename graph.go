@@ -3,7 +3,6 @@ package clink
 import (
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -341,7 +340,7 @@ func (c *chain) openMembers(tc *runtime.TaskContext) error {
 			wg.Go(func() {
 				defer func() {
 					if r := recover(); r != nil {
-						errs[i] = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+						errs[i] = runtime.PanicError(r)
 					}
 				}()
 				errs[i] = m.open(tc, rss[i])

@@ -616,14 +616,21 @@ type Failure interface {
 func runGuarded(run func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			if f, ok := r.(Failure); ok {
-				err = f
-				return
-			}
-			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			err = PanicError(r)
 		}
 	}()
 	return run()
+}
+
+// PanicError returns the error of a recovered panic value r: r itself if
+// it is (or wraps) a Failure, else r and the stack that panicked. Call it
+// from the deferred function that recovered r.
+func PanicError(r any) error {
+	var f Failure
+	if e, ok := r.(error); ok && errors.As(e, &f) {
+		return e
+	}
+	return fmt.Errorf("panic: %v\n%s", r, debug.Stack())
 }
 
 func (ex *execution) shared() *store.Shared {

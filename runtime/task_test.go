@@ -467,6 +467,10 @@ func TestExecutePanicWithFailure(t *testing.T) {
 			var f *failure
 			return errors.As(err, &f) && errors.Is(err, errBoom) && !strings.Contains(err.Error(), "panic") && !strings.Contains(err.Error(), "goroutine")
 		}},
+		{"an error wrapping a Failure", fmt.Errorf("reading: %w", &failure{cause: errBoom}), func(err error) bool {
+			var f *failure
+			return errors.As(err, &f) && strings.Contains(err.Error(), "reading: state failed: boom") && !strings.Contains(err.Error(), "goroutine")
+		}},
 		{"a string", "bad state", func(err error) bool {
 			return strings.Contains(err.Error(), "panic: bad state") && strings.Contains(err.Error(), "goroutine")
 		}},

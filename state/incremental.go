@@ -1087,6 +1087,9 @@ func forEach(n, workers int, f func(i int) error) error {
 		defer func() {
 			if r := recover(); r != nil {
 				errs[i] = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+				if se, ok := r.(*StoreError); ok {
+					errs[i] = se
+				}
 				failed.Store(true)
 			}
 		}()
