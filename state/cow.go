@@ -976,7 +976,7 @@ func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []merge
 }
 
 // decodeLazy is decodeEntries for a merge not done yet: a key its changes
-// write again is written again, as restoreEntry writes a key it holds.
+// write again is written again, as placeRestored writes a key it holds.
 func (t *cowTable[K, V]) decodeLazy(s *kgTable[K, V], kg int, c *chainMerge, now int64) error {
 	d := t.newEntryDecoder(s, kg, now)
 	defer d.release()
@@ -1003,6 +1003,9 @@ type entryDecoder[K comparable, V any] struct {
 	decodeKey   func([]byte) (K, int, error)
 	decodeValue func([]byte) (V, int, error)
 	batch       *restoreBatch[K, V]
+	// batchMax is how many entries the batch holds at most
+	// (restoreBatchBytes).
+	batchMax int
 }
 
 // restoreBatch is what an entryDecoder gathers: entries decoded, their
@@ -1015,9 +1018,10 @@ type restoreBatch[K comparable, V any] struct {
 	perm []int32
 }
 
-// restoreBatchEntries is the most entries a batch holds before it is
-// written: a few MB of entries, which the writes read back from cache.
-const restoreBatchEntries = 1 << 16
+// restoreBatchBytes bounds the entries a batch holds before it is
+// written (at least homeBuckets of them): a few MB, which the writes read
+// back from cache.
+const restoreBatchBytes = 4 << 20
 
 // homeBuckets is the number of ranges of home slots flush sorts a batch
 // into: a shard's slots in one range are few enough to stay in cache
@@ -1025,7 +1029,8 @@ const restoreBatchEntries = 1 << 16
 const homeBuckets = 256
 
 func (t *cowTable[K, V]) newEntryDecoder(s *kgTable[K, V], kg int, now int64) *entryDecoder[K, V] {
-	d := &entryDecoder[K, V]{t: t, s: s, kg: kg, now: now, decodeKey: decoderOf(t.keyCodec), decodeValue: decoderOf(t.valueCodec)}
+	d := &entryDecoder[K, V]{t: t, s: s, kg: kg, now: now, decodeKey: decoderOf(t.keyCodec), decodeValue: decoderOf(t.valueCodec),
+		batchMax: max(homeBuckets, restoreBatchBytes/int(unsafe.Sizeof(kv[K, V]{})))}
 	if b, ok := t.batches.Get().(*restoreBatch[K, V]); ok {
 		d.batch = b
 	} else {
@@ -1053,7 +1058,7 @@ func (d *entryDecoder[K, V]) stage(k K, m uint64, v V, w int64) {
 	if d.t.ttl > 0 {
 		b.ws = append(b.ws, w)
 	}
-	if len(b.kvs) == restoreBatchEntries {
+	if len(b.kvs) >= d.batchMax {
 		d.flush()
 	}
 }
@@ -1218,8 +1223,8 @@ func (t *cowTable[K, V]) placeRestored(s *kgTable[K, V], k K, m uint64, v V, w, 
 	} else {
 		j = t.insert(s, k, m, j)
 		if s.changes != nil {
-			// A restored key is state the chain holds, not a change of
-			// the interval: counted, it would make every restored key
+			// A restored key is state the checkpoint holds, not a change
+			// of the interval: counted, it would make every restored key
 			// look written once (appends) at the first capture.
 			s.changes.inserted--
 		}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestForEachLowestError checks that forEach returns the error of the
@@ -197,6 +198,7 @@ func TestChainMergeReplayMatchesEntries(t *testing.T) {
 // of the entries' home slots.
 func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 	const now = int64(1_700_000_000_000)
+	const restoreAt = now + 1
 	b := NewMemoryBackend()
 	if err := b.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
 		t.Fatal(err)
@@ -206,21 +208,27 @@ func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	type entry struct {
-		v string
-		w int64
-	}
+	type entry = restoredEntry
 	want := map[string]entry{}
 	rnd := rand.New(rand.NewPCG(5, 6))
 	sc := CodecFor[string]()
 	enc := func(x string) []byte { return sc.Append(nil, x) }
-	baseKeys := restoreBatchEntries + restoreBatchEntries/2
+	batch := restoreBatchBytes / int(unsafe.Sizeof(kv[string, string]{}))
+	baseKeys := batch + batch/4
 	var secs []fileSection
 	var data []byte
 	for i := range baseKeys {
 		k, v := fmt.Sprintf("k%d", i), fmt.Sprintf("base%d", i)
-		data = appendPutEntry(data, enc(k), enc(v), now-int64(i))
-		want[k] = entry{v, now - int64(i)}
+		// Some written without TTL: restored as written at the restore.
+		w := now - int64(i)
+		if i%7 == 0 {
+			w = 0
+		}
+		data = appendPutEntry(data, enc(k), enc(v), w)
+		want[k] = entry{v, w}
+		if w == 0 {
+			want[k] = entry{v, restoreAt}
+		}
 	}
 	secs = append(secs, fileSection{kg: 0, name: "t", entries: baseKeys, data: data})
 	for si := range 3 {
@@ -267,17 +275,48 @@ func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tbl.decodeLazy(tbl.restoreShard(0, c.bound(), c.bound()), 0, c, now); err != nil {
+	if err := tbl.decodeLazy(tbl.restoreShard(0, c.bound(), c.bound()), 0, c, restoreAt); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]entry{}
+	checkRestored(t, tbl, want)
+	// The same sections merged first (entries), then decoded.
+	b2 := NewMemoryBackend()
+	if err := b2.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := newCowTable[string, string](b2, "t", CodecFor[string](), CodecFor[string](), nil,
+		[]StateOption{WithTTL(1000 * time.Hour), WithClock(func() int64 { return now })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := c.entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := merged.decodeEntries(merged.restoreShard(0, len(es), len(es)), 0, es, restoreAt); err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, merged, want)
+}
+
+// restoredEntry is a restored value with its write time.
+type restoredEntry struct {
+	v string
+	w int64
+}
+
+// checkRestored checks that tbl's only key group holds want, each key
+// once, with its write time.
+func checkRestored(t *testing.T, tbl *cowTable[string, string], want map[string]restoredEntry) {
+	t.Helper()
+	got := map[string]restoredEntry{}
 	s := &tbl.shards[0]
 	for i := range s.slots {
 		if s.isUsed(i) {
 			if _, dup := got[s.slots[i].k]; dup {
 				t.Fatalf("key %s restored twice", s.slots[i].k)
 			}
-			got[s.slots[i].k] = entry{s.slots[i].v, s.written[i]}
+			got[s.slots[i].k] = restoredEntry{s.slots[i].v, s.written[i]}
 		}
 	}
 	if len(got) != len(want) || s.n != len(want) {
