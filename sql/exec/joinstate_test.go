@@ -243,7 +243,7 @@ func TestJoinRowsRetainedByExpiry(t *testing.T) {
 // TestJoinRowsRetainedFirstDropped drops a list's first record and keeps
 // the one after it: the records kept come in a slice of their own (the
 // list given may be in a checkpoint), and a list whose records all go
-// becomes nil.
+// becomes nil without an allocation.
 func TestJoinRowsRetainedFirstDropped(t *testing.T) {
 	row := types.AppendValues(nil, []types.Value{types.Int64(1)})
 	var rs joinRows
@@ -269,6 +269,10 @@ func TestJoinRowsRetainedFirstDropped(t *testing.T) {
 	none, dropped, err := rs.retained(1, nil, func(int64) bool { return false })
 	if err != nil || !dropped || none != nil {
 		t.Fatalf("every record dropped: %v, %v, %v; want nil, true", none, dropped, err)
+	}
+	// Dropping every record allocates nothing.
+	if n := testing.AllocsPerRun(100, func() { rs.retained(1, nil, func(int64) bool { return false }) }); n != 0 {
+		t.Fatalf("dropping every record allocates %v times", n)
 	}
 }
 
