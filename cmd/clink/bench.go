@@ -75,8 +75,11 @@ func newBenchNexmarkCmd() *cobra.Command {
 		Long: `Run a Nexmark query on the Nexmark generator's events in this process, with
 checkpoints into a temporary directory, and report events, wall time, events
 per second, process CPU time (user + system), events per CPU-second,
-checkpoints completed with their p50/p99 durations, and peak RSS; then where
-the slowest checkpoint's time went: the task it waited for last, with that
+checkpoints completed with their p50/p99 durations, and peak RSS. The
+terminal checkpoint of the bounded input completes only once every task
+processed the end of its input (every window and timer fired), so it is
+also reported on its own (ckpt_final_ms, and ckpt_periodic_p99_ms the p99
+of the checkpoints before it). Then where the slowest checkpoint's time went: the task it waited for last, with that
 task's start delay (trigger until the first barrier reached it), alignment,
 capture on the task goroutine (sync) and the time until its snapshot was
 durable (async), and the longest of each over all tasks (ckpt_slowest in

@@ -129,8 +129,8 @@ func bit(b bool) int {
 }
 
 // checkFinal checks the terminal checkpoint's figures of a bounded run's
-// JSON result: its duration is one of the run's, at most the slowest, and
-// the p99 of the others is at most the p99 of all.
+// JSON result: its duration and the p99 of the others are at most the
+// slowest checkpoint's.
 func checkFinal(t *testing.T, what string, got map[string]any, out string) {
 	t.Helper()
 	final, ok := got["ckpt_final_ms"].(float64)
@@ -141,7 +141,7 @@ func checkFinal(t *testing.T, what string, got map[string]any, out string) {
 	// Without periodic checkpoints (a short run), there is no p99 of them.
 	periodic, _ := got["ckpt_periodic_p99_ms"].(float64)
 	slowest := got["ckpt_slowest"].(map[string]any)["duration_ms"].(float64)
-	if final <= 0 || final > slowest || periodic < 0 || periodic > got["ckpt_p99_ms"].(float64) {
+	if final <= 0 || final > slowest || periodic < 0 || periodic > slowest {
 		t.Errorf("%s: terminal checkpoint %v ms, periodic p99 %v ms: implausible: %s", what, final, periodic, out)
 	}
 }
