@@ -1082,9 +1082,11 @@ func (d *entryDecoder[K, V]) flush() {
 		}
 		return b.ws[i]
 	}
+	b.perm = slices.Grow(b.perm[:0], n)[:n]
 	if n < homeBuckets {
-		for i := range int32(n) {
-			t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
+		// Too few to sort: in their order.
+		for i := range b.perm {
+			b.perm[i] = int32(i)
 		}
 	} else {
 		var starts [homeBuckets]int32
@@ -1096,15 +1098,14 @@ func (d *entryDecoder[K, V]) flush() {
 			starts[i] = at
 			at += c
 		}
-		b.perm = slices.Grow(b.perm[:0], n)[:n]
 		for i, m := range b.ms {
 			j := &starts[m>>56]
 			b.perm[*j] = int32(i)
 			*j++
 		}
-		for _, i := range b.perm {
-			t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
-		}
+	}
+	for _, i := range b.perm {
+		t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
 	}
 	clear(b.kvs)
 	b.kvs, b.ms, b.ws = b.kvs[:0], b.ms[:0], b.ws[:0]

@@ -199,15 +199,7 @@ func TestChainMergeReplayMatchesEntries(t *testing.T) {
 func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 	const now = int64(1_700_000_000_000)
 	const restoreAt = now + 1
-	b := NewMemoryBackend()
-	if err := b.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := newCowTable[string, string](b, "t", CodecFor[string](), CodecFor[string](), nil,
-		[]StateOption{WithTTL(1000 * time.Hour), WithClock(func() int64 { return now })})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tbl := ttlStringTable(t, now)
 	type entry = restoredEntry
 	want := map[string]entry{}
 	rnd := rand.New(rand.NewPCG(5, 6))
@@ -280,15 +272,7 @@ func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 	}
 	checkRestored(t, tbl, want)
 	// The same sections merged first (entries), then decoded.
-	b2 := NewMemoryBackend()
-	if err := b2.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
-		t.Fatal(err)
-	}
-	merged, err := newCowTable[string, string](b2, "t", CodecFor[string](), CodecFor[string](), nil,
-		[]StateOption{WithTTL(1000 * time.Hour), WithClock(func() int64 { return now })})
-	if err != nil {
-		t.Fatal(err)
-	}
+	merged := ttlStringTable(t, now)
 	es, err := c.entries()
 	if err != nil {
 		t.Fatal(err)
@@ -297,6 +281,22 @@ func TestDecodeLazyWritesBatchesInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRestored(t, merged, want)
+}
+
+// ttlStringTable returns a table of string keys and values with a TTL
+// (whose clock reads now), on a backend of one key group.
+func ttlStringTable(t *testing.T, now int64) *cowTable[string, string] {
+	t.Helper()
+	b := NewMemoryBackend()
+	if err := b.Open(KeyGroupRange{Start: 0, End: 1}, 1); err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := newCowTable[string, string](b, "t", CodecFor[string](), CodecFor[string](), nil,
+		[]StateOption{WithTTL(1000 * time.Hour), WithClock(func() int64 { return now })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
 }
 
 // restoredEntry is a restored value with its write time.
