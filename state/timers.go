@@ -38,27 +38,58 @@ func (d TimeDomain) String() string {
 // map state. The memory backend encodes a set as the map state's codec
 // encodes a map[int64]struct{}, so checkpoints taken when it kept the sets
 // in a map state restore.
+//
+// With UnkeptEventTimers on the memory backend, event-time timers are
+// queued only (see UnkeptEventTimers).
 type Timers[K comparable] struct {
 	event, proc *timerDomain[K]
 }
 
 // timerDomain is the timers of one domain: the durable sets (mem on the
 // memory backend, bytes on a BytesBackend; one is nil) and the queue.
+// An unkept domain has neither: its timers are in the queue only, each
+// registration is queued and each queued timer fires.
 type timerDomain[K comparable] struct {
-	mem   *cowTable[K, timerSet]
-	bytes *MapState[K, int64, struct{}]
-	queue timerQueue[K]
+	mem    *cowTable[K, timerSet]
+	bytes  *MapState[K, int64, struct{}]
+	unkept bool
+	queue  timerQueue[K]
+}
+
+// TimersOption configures NewTimers.
+type TimersOption func(*timersConfig)
+
+type timersConfig struct {
+	unkeptEvent bool
+}
+
+// UnkeptEventTimers keeps event-time timers out of the state on the memory
+// backend: a timer is queued in memory only, with no table entry to write,
+// capture, checkpoint and restore. Registering the same timer twice queues
+// it twice (it fires twice), deleting one does nothing, and a restore
+// brings back no event-time timer: the operator sets them again from its
+// state (Timers.EventUnkept says when it must). It is for operators whose
+// state says when each key next needs its timer, such as rows that
+// expire, and whose timer callback checks that state. On a BytesBackend
+// the option is ignored: rebuilding the timers would read the whole state.
+func UnkeptEventTimers() TimersOption {
+	return func(c *timersConfig) { c.unkeptEvent = true }
 }
 
 // NewTimers registers the timer tables of one keyed operator with b. Call
 // it after b.Restore: restored timers are queued here.
-func NewTimers[K comparable](b Backend, kc Codec[K]) (*Timers[K], error) {
+func NewTimers[K comparable](b Backend, kc Codec[K], opts ...TimersOption) (*Timers[K], error) {
+	var cfg timersConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
 	t := &Timers[K]{}
 	for _, d := range []struct {
-		name string
-		dst  **timerDomain[K]
-	}{{"__timers_event", &t.event}, {"__timers_proc", &t.proc}} {
-		dom, err := newTimerDomain(b, d.name, kc)
+		name   string
+		dst    **timerDomain[K]
+		unkept bool
+	}{{"__timers_event", &t.event, cfg.unkeptEvent}, {"__timers_proc", &t.proc, false}} {
+		dom, err := newTimerDomain(b, d.name, kc, d.unkept)
 		if err != nil {
 			return nil, fmt.Errorf("registering timers: %w", err)
 		}
@@ -67,12 +98,36 @@ func NewTimers[K comparable](b Backend, kc Codec[K]) (*Timers[K], error) {
 	return t, nil
 }
 
-func newTimerDomain[K comparable](b Backend, name string, kc Codec[K]) (*timerDomain[K], error) {
+// EventUnkept reports whether the event-time timers are queued only
+// (UnkeptEventTimers on the memory backend): after a restore none is
+// queued, and the operator sets them again from its state.
+func (t *Timers[K]) EventUnkept() bool { return t.event.unkept }
+
+func newTimerDomain[K comparable](b Backend, name string, kc Codec[K], unkept bool) (*timerDomain[K], error) {
 	m, bb, err := memoryOf(b, name)
 	if err != nil {
 		return nil, err
 	}
 	dom := &timerDomain[K]{}
+	if unkept && bb == nil {
+		// The table is registered for what a checkpoint taken with kept
+		// timers holds: the operator sets its timers from its state, so
+		// those entries are deleted (the next checkpoint writes no timer).
+		t, err := newCowTable(m, name, kc, Codec[timerSet](timerSetCodec{}), timerSet.clone, nil)
+		if err != nil {
+			return nil, err
+		}
+		var keys []K
+		t.rangeKeys(func(k K, _ timerSet) bool {
+			keys = append(keys, k)
+			return true
+		})
+		for _, k := range keys {
+			t.del(k)
+		}
+		dom.unkept = true
+		return dom, nil
+	}
 	if bb != nil {
 		set, err := NewMap[K, int64, struct{}](b, name, kc)
 		if err != nil {
@@ -111,6 +166,9 @@ func (t *Timers[K]) domain(d TimeDomain) *timerDomain[K] {
 
 // add puts ts into k's set; false if it was there.
 func (d *timerDomain[K]) add(k K, ts int64) bool {
+	if d.unkept {
+		return true
+	}
 	if d.bytes != nil {
 		if _, ok := d.bytes.Get(k, ts); ok {
 			return false
@@ -135,6 +193,9 @@ func (d *timerDomain[K]) add(k K, ts int64) bool {
 
 // remove takes ts out of k's set; false if it was not there.
 func (d *timerDomain[K]) remove(k K, ts int64) bool {
+	if d.unkept {
+		return true
+	}
 	if d.bytes != nil {
 		if _, ok := d.bytes.Get(k, ts); !ok {
 			return false
@@ -151,6 +212,9 @@ func (d *timerDomain[K]) remove(k K, ts int64) bool {
 
 // has reports whether ts is in k's set.
 func (d *timerDomain[K]) has(k K, ts int64) bool {
+	if d.unkept {
+		return true
+	}
 	if d.bytes != nil {
 		_, ok := d.bytes.Get(k, ts)
 		return ok
@@ -167,7 +231,8 @@ func (t *Timers[K]) Register(d TimeDomain, k K, ts int64) {
 	}
 }
 
-// Delete removes the timer of key k at ts, if set.
+// Delete removes the timer of key k at ts, if set; an unkept timer is not
+// removed (see UnkeptEventTimers).
 func (t *Timers[K]) Delete(d TimeDomain, k K, ts int64) {
 	// The queue's entry stays and is skipped when it comes up.
 	t.domain(d).remove(k, ts)

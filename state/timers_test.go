@@ -286,3 +286,97 @@ func BenchmarkTimersWindowEnds(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/cpu.Seconds(), "timers/CPU-s")
 }
+
+// TestUnkeptEventTimers checks UnkeptEventTimers on the memory backend:
+// event-time timers are queued only (registered twice, one fires twice; a
+// delete leaves it), a checkpoint holds none of them while it keeps the
+// processing-time ones, and registering them with the option on a
+// checkpoint taken without it deletes the timers it holds (the operator
+// sets its timers from its state), so the next checkpoint holds none
+// either. On a bytes backend the option changes nothing.
+func TestUnkeptEventTimers(t *testing.T) {
+	const maxP = 8
+	all := state.KeyGroupRange{Start: 0, End: maxP}
+	kc := state.CodecFor[string]()
+
+	b := openMemory(t, maxP)
+	tm, err := state.NewTimers(b, kc, state.UnkeptEventTimers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !tm.EventUnkept() {
+		t.Fatal("EventUnkept is false on the memory backend with UnkeptEventTimers")
+	}
+	tm.Register(state.EventTime, "a", 10)
+	tm.Register(state.EventTime, "a", 10)
+	tm.Register(state.EventTime, "b", 20)
+	tm.Delete(state.EventTime, "b", 20)
+	tm.Register(state.ProcessingTime, "c", 30)
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := persistCaptured(t, c)
+	if got, want := fireAll(t, tm), "a@10 a@10 b@20"; got != want {
+		t.Errorf("fired %q, want %q", got, want)
+	}
+	restored := restoreTimers(t, "memory", all, maxP, groups)
+	if got := fireAll(t, restored); got != "" {
+		t.Errorf("a checkpoint of unkept timers restored event-time timers %q", got)
+	}
+	if ts, ok := restored.Next(state.ProcessingTime); !ok || ts != 30 {
+		t.Errorf("processing-time timer restored as %d, %v; want 30", ts, ok)
+	}
+
+	// A checkpoint taken with kept timers, restored with the option.
+	kept := openMemory(t, maxP)
+	tk, err := state.NewTimers(kept, kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		tk.Register(state.EventTime, fmt.Sprint("k", i), int64(100+i))
+	}
+	c, err = kept.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups = persistCaptured(t, c)
+	nb := state.NewMemoryBackend()
+	if err := nb.Open(all, maxP); err != nil {
+		t.Fatal(err)
+	}
+	if err := nb.Restore([][]state.KeyGroupData{groups}); err != nil {
+		t.Fatal(err)
+	}
+	tu, err := state.NewTimers(nb, kc, state.UnkeptEventTimers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fireAll(t, tu); got != "" {
+		t.Errorf("kept timers restored as unkept fired %q; the operator sets them from its state", got)
+	}
+	c, err = nb.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := restoreTimers(t, "memory", all, maxP, persistCaptured(t, c))
+	if got := fireAll(t, again); got != "" {
+		t.Errorf("the checkpoint after restoring kept timers as unkept still holds %q", got)
+	}
+
+	// A bytes backend keeps them.
+	bb := openMapBackend(t, maxP)
+	tb, err := state.NewTimers(bb, kc, state.UnkeptEventTimers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.EventUnkept() {
+		t.Fatal("EventUnkept is true on a bytes backend")
+	}
+	tb.Register(state.EventTime, "a", 10)
+	tb.Register(state.EventTime, "a", 10)
+	if got := fireAll(t, tb); got != "a@10" {
+		t.Errorf("bytes backend fired %q, want one a@10", got)
+	}
+}
