@@ -63,7 +63,8 @@ const (
 )
 
 // RegisterEventTimeTimer sets a timer of the current key that fires when
-// the watermark reaches ts (milliseconds). Timers are checkpointed.
+// the watermark reaches ts (milliseconds). Timers are checkpointed, unless
+// the operator sets EventTimerOf.
 func (c *KeyedContext[K, V]) RegisterEventTimeTimer(ts int64) {
 	c.timers.Register(EventTime, c.key, ts)
 }
@@ -140,6 +141,8 @@ type keyedMember[K comparable, V any] struct {
 	// valueCodec and valueCopy are KeyedProcessFunction's, or nil.
 	valueCodec state.Codec[V]
 	valueCopy  func(V) V
+	// eventTimerOf is the function's EventTimerOf, or nil.
+	eventTimerOf EventTimerOf[K, V]
 }
 
 func (m *keyedMember[K, V]) uid() string { return m.name }
@@ -162,11 +165,24 @@ func (m *keyedMember[K, V]) open(tc *runtime.TaskContext, rs restoreState) error
 	if err != nil {
 		return err
 	}
-	timers, err := state.NewTimers(m.backend, m.keyCodec)
+	var topts []state.TimersOption
+	if m.eventTimerOf != nil {
+		topts = append(topts, state.UnkeptEventTimers())
+	}
+	timers, err := state.NewTimers(m.backend, m.keyCodec, topts...)
 	if err != nil {
 		return err
 	}
 	m.ctx.value, m.ctx.timers = value, timers
+	if timers.EventUnkept() {
+		// The restored keys' timers, from their values.
+		value.Range(func(k K, v V) bool {
+			if ts, ok := m.eventTimerOf(k, v); ok {
+				timers.Register(state.EventTime, k, ts)
+			}
+			return true
+		})
+	}
 	if !rs.empty() {
 		// The watermark the operator had reached at the checkpoint: a
 		// record replayed after a restore that was late then is late now,
@@ -270,7 +286,21 @@ type KeyedProcessFunction[K comparable, T, V, U any] struct {
 	// and the timers'); what it returns is KeyedContext.State. The window
 	// operator keeps its accumulators per key and window this way.
 	State func(b state.Backend, kc state.Codec[K]) (any, error)
+	// EventTimerOf, when set, derives the event-time timers from the value
+	// state instead of checkpointing them (see EventTimerOf).
+	EventTimerOf EventTimerOf[K, V]
 }
+
+// EventTimerOf returns when a key whose value is v needs its event-time
+// timer (ok false: it needs none). Set on a keyed operator, it keeps the
+// operator's event-time timers out of its checkpoints on the memory
+// backend (state.UnkeptEventTimers): registering one writes no state, a
+// timer registered twice fires twice, DeleteEventTimeTimer does nothing,
+// and after a restore each key gets one timer, at EventTimerOf of its
+// value. OnTimer must therefore check the key's value and do nothing when
+// the timer no longer applies. On a bytes backend (pebble) timers stay
+// checkpointed and EventTimerOf is not called.
+type EventTimerOf[K comparable, V any] func(k K, v V) (ts int64, ok bool)
 
 // KeyedProcess applies f to every record of a keyed stream, with a value
 // state of type V and timers per key, both checkpointed and restored.
@@ -294,7 +324,7 @@ func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, 
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
 		m := &keyedMember[K, V]{name: name, keyCodec: ks.codec, ctx: ctx, opts: &env.opts, extState: f.State,
-			valueCodec: f.ValueCodec, valueCopy: f.ValueCopy}
+			valueCodec: f.ValueCodec, valueCopy: f.ValueCopy, eventTimerOf: f.EventTimerOf}
 		bc.add(m)
 		cnt := bc.counters(name)
 		down := o.(*out[U])
@@ -369,6 +399,9 @@ type KeyedCoProcessFunction[K comparable, A, B, V, U any] struct {
 	// OnTimer handles a timer of ctx.Key() that fired at ts, as
 	// KeyedProcessFunction.OnTimer; nil: timers fire silently.
 	OnTimer func(ctx *KeyedContext[K, V], ts int64, domain TimeDomain, out *Collector[U]) error
+	// EventTimerOf, when set, derives the event-time timers from the value
+	// state instead of checkpointing them (see EventTimerOf).
+	EventTimerOf EventTimerOf[K, V]
 }
 
 // KeyedCoProcess is CoProcess with timers: event-time timers fire when
@@ -392,7 +425,7 @@ func KeyedCoProcess[K comparable, A, B, V, U any](cs ConnectedStreams[K, A, B], 
 	connect(ub, n, 1, partHash, cs.b.selector(maxPar))
 	n.build = func(bc *buildCtx, o any) ([]any, producer, error) {
 		ctx := &KeyedContext[K, V]{wm: runtime.MinWatermark, subtask: bc.tc.Subtask}
-		m := &keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx, opts: &env.opts}
+		m := &keyedMember[K, V]{name: name, keyCodec: cs.a.codec, ctx: ctx, opts: &env.opts, eventTimerOf: f.EventTimerOf}
 		bc.add(m)
 		down := o.(*out[U])
 		cnt := bc.counters(name)

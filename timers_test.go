@@ -293,3 +293,119 @@ func TestKeyedCoProcessTimers(t *testing.T) {
 		t.Fatalf("%d timers fired, want %d", len(seen), n)
 	}
 }
+
+// dueCount is the value of eventTimerOfJob's keys: the records seen and
+// when the key's timer is due.
+type dueCount struct {
+	Count, Due int64
+}
+
+// eventTimerOfJob is timerJob's job (keys in blocks, one final timer per
+// key at far + key) with timers derived from the value (EventTimerOf)
+// rather than checkpointed: each record registers the key's timer again,
+// so it fires once per record, and only the firing at the value's Due time
+// reports.
+func eventTimerOfJob(t *testing.T, opts clink.Options, p int, n int64, rate float64, far int64, out *[]fired, mu *sync.Mutex) *clink.Environment {
+	t.Helper()
+	env, err := clink.NewEnvironment(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := clink.AssignTimestamps(
+		clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: n, RatePerSecond: rate}, func(i int64) int64 { return i }).SetParallelism(1),
+		"ts", func(i int64) int64 { return i }, 0).SetParallelism(1)
+	res := clink.KeyedProcess(clink.KeyBy(src, func(i int64) int64 { return i * 50 / n }), "timers",
+		clink.KeyedProcessFunction[int64, int64, dueCount, fired]{
+			ProcessElement: func(ctx *clink.KeyedContext[int64, dueCount], i int64, _ *clink.Collector[fired]) error {
+				v, _ := ctx.Value()
+				v.Count++
+				v.Due = far + ctx.Key()
+				ctx.SetValue(v)
+				ctx.RegisterEventTimeTimer(v.Due)
+				return nil
+			},
+			OnTimer: func(ctx *clink.KeyedContext[int64, dueCount], ts int64, _ clink.TimeDomain, out *clink.Collector[fired]) error {
+				v, ok := ctx.Value()
+				if !ok || v.Due != ts {
+					return nil
+				}
+				out.Collect(fired{Key: ctx.Key(), Ts: ts, Wm: ctx.CurrentWatermark(), Records: v.Count})
+				v.Due = 0
+				ctx.SetValue(v)
+				return nil
+			},
+			EventTimerOf: func(_ int64, v dueCount) (int64, bool) { return v.Due, v.Due != 0 },
+		}).SetParallelism(p)
+	clink.SinkTo(res, "sink", clink.SinkFunc(func(f fired) error {
+		mu.Lock()
+		*out = append(*out, f)
+		mu.Unlock()
+		return nil
+	}))
+	return env
+}
+
+// TestEventTimerOfRestoresTimers stops a job whose timers are derived from
+// its values midway and restores its checkpoint at another parallelism:
+// the keys whose records all came before the checkpoint get their timers
+// back from their values alone, and every key's timer reports once with
+// all its records.
+func TestEventTimerOfRestoresTimers(t *testing.T) {
+	const n, far = 20000, int64(1 << 40)
+	dir := t.TempDir()
+	var first []fired
+	var mu sync.Mutex
+	ctx, cancel := context.WithCancel(context.Background())
+	env := eventTimerOfJob(t, clink.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, WatermarkInterval: -1}, 3, n, 50_000, far, &first, &mu)
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx) }()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if ids, _ := st.Completed(); len(ids) >= 3 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("job ended early: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	restored, _ := st.Resolve("latest")
+	snap, err := st.ReadTaskSnapshot(restored, "gen-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := sourceEmitted(t, snap.Operators[0]); next < n/50 {
+		t.Fatalf("restored checkpoint %d is at record %d: no key had all its records before it", restored, next)
+	}
+	var second []fired
+	env2 := eventTimerOfJob(t, clink.Options{CheckpointDir: dir, Restore: "latest", WatermarkInterval: -1}, 2, n, 0, far, &second, &mu)
+	if err := env2.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]int64{}
+	for _, f := range second {
+		if _, dup := got[f.Key]; dup {
+			t.Errorf("key %d reported twice", f.Key)
+		}
+		if f.Ts != far+f.Key || f.Wm < f.Ts {
+			t.Errorf("key %d: timer %d fired at watermark %d", f.Key, f.Ts, f.Wm)
+		}
+		got[f.Key] = f.Records
+	}
+	if len(got) != 50 {
+		t.Fatalf("%d keys' timers reported after the restore, want 50", len(got))
+	}
+	for k, c := range got {
+		if c != n/50 {
+			t.Errorf("key %d: its timer sees %d records, want %d", k, c, n/50)
+		}
+	}
+}
