@@ -141,15 +141,11 @@ func (c *checkpointBytes) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-// TestJoinRetentionBoundsState runs q7's shape over 20,000 rows of 100
-// bytes and more (40 rows per 10 s window), paced over two seconds, with
-// watermarks every 10 ms and full checkpoints every 20 ms: the join holds
-// the rows that arrived since the watermark passed them by 10 s, those of
-// the last watermark interval at most (100 rows), so no checkpoint comes
-// near the 2.4 MB that keeping every row takes.
-func TestJoinRetentionBoundsState(t *testing.T) {
-	const n = 20000
-	script := retentionRows(n, 10000) + `
+// boundedJoinScript is q7's shape over n rows of retentionRows at
+// 10,000 rows a second, to a blackhole, with watermarks every 10 ms and
+// full checkpoints every 20 ms (see TestJoinRetentionBoundsState).
+func boundedJoinScript(n int) string {
+	return retentionRows(n, 10000) + `
 CREATE TABLE out (a BIGINT, b BIGINT, s STRING) WITH ('connector' = 'blackhole');
 SET 'state.backend.incremental' = 'false';
 SET 'execution.checkpointing.interval' = '20ms';
@@ -158,24 +154,65 @@ INSERT INTO out SELECT b.id, b.p, b.s FROM b JOIN (
   SELECT MAX(p) AS maxp, window_end AS we FROM TABLE(TUMBLE(TABLE b, DESCRIPTOR(ts), INTERVAL '10' SECOND))
   GROUP BY window_start, window_end) w
 ON b.p = w.maxp WHERE b.ts BETWEEN w.we - INTERVAL '10' SECOND AND w.we;`
-	sizes := &checkpointBytes{}
-	var out bytes.Buffer
-	err := sql.Run(context.Background(), script, sql.Options{Parallelism: 1, CheckpointDir: t.TempDir(),
-		Stdout: &out, Stderr: &out, Logger: slog.New(sizes)})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+}
+
+// checkBoundedJoin fails the test unless sizes holds several checkpoints
+// and none larger than 200,000 bytes (100 rows of ~120 bytes and the
+// windows' rows, with room to spare; keeping every row takes megabytes).
+func checkBoundedJoin(t *testing.T, sizes *checkpointBytes) {
+	t.Helper()
 	sizes.mu.Lock()
 	defer sizes.mu.Unlock()
 	if len(sizes.sizes) < 3 {
 		t.Fatalf("only %d checkpoints completed: the test needs the job to run through several", len(sizes.sizes))
 	}
 	largest := slices.Max(sizes.sizes)
-	// 100 rows of ~120 bytes and the windows' rows; allow for more.
 	if largest > 200_000 {
 		t.Fatalf("the largest of %d checkpoints holds %d bytes: the join kept rows no window can meet (sizes %v)", len(sizes.sizes), largest, sizes.sizes)
 	}
 	t.Logf("%d checkpoints, the largest %d bytes", len(sizes.sizes), largest)
+}
+
+// TestJoinRetentionBoundsState runs q7's shape over 20,000 rows of 100
+// bytes and more (40 rows per 10 s window), paced over two seconds, with
+// watermarks every 10 ms and full checkpoints every 20 ms: the join holds
+// the rows that arrived since the watermark passed them by 10 s, those of
+// the last watermark interval at most (100 rows), so no checkpoint comes
+// near the 2.4 MB that keeping every row takes.
+func TestJoinRetentionBoundsState(t *testing.T) {
+	sizes := &checkpointBytes{}
+	var out bytes.Buffer
+	err := sql.Run(context.Background(), boundedJoinScript(20000), sql.Options{Parallelism: 1, CheckpointDir: t.TempDir(),
+		Stdout: &out, Stderr: &out, Logger: slog.New(sizes)})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	checkBoundedJoin(t, sizes)
+}
+
+// TestJoinRetentionBoundsStateAfterRestore stops TestJoinRetentionBoundsState's
+// job midway and restores it: the join's timers are not checkpointed but
+// set again from the rows it restores, so the rows it held at the
+// checkpoint go as they expire and its checkpoints stay as small after the
+// restore as before (without timers for the restored keys, every later
+// row of those keys would be kept).
+func TestJoinRetentionBoundsStateAfterRestore(t *testing.T) {
+	script := boundedJoinScript(20000)
+	dir := t.TempDir()
+	var first bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	if err := sql.Run(ctx, script, sql.Options{Parallelism: 1, CheckpointDir: dir, Stdout: &first, Stderr: &first}); err != nil {
+		t.Fatalf("first run: %v\n%s", err, first.String())
+	}
+	sizes := &checkpointBytes{}
+	var out bytes.Buffer
+	err := sql.Run(context.Background(), script, sql.Options{Parallelism: 1, CheckpointDir: dir, Restore: "latest",
+		Stdout: &out, Stderr: &out, Logger: slog.New(sizes)})
+	if err != nil {
+		t.Fatalf("restored run: %v\n%s", err, out.String())
+	}
+	checkBoundedJoin(t, sizes)
 }
 
 // TestJoinRetentionRestore stops q7's shape midway, after checkpoints

@@ -485,6 +485,9 @@ func joinOn[K comparable](j *regularJoin, l, r clink.Stream[types.Row], keyL, ke
 		f.OnTimer = func(ctx *clink.KeyedContext[K, joinState], _ int64, _ clink.TimeDomain, _ *clink.Collector[types.Row]) error {
 			return expire(j, ctx)
 		}
+		// The rows say when their key next needs its timer: the timers
+		// are not written to the state (nor checkpointed).
+		f.EventTimerOf = func(_ K, st joinState) (int64, bool) { return j.nextExpiry(st) }
 	}
 	return clink.KeyedCoProcess(cs, j.uid, f)
 }
@@ -521,8 +524,20 @@ func expiry(v types.Value, afterMs int64) (int64, bool) {
 
 // expire runs when a key's retention timer fires: it drops the rows of
 // each side with a JoinRetention that the watermark has passed (no row
-// still to come can meet them; Flink's join would keep them for good) and
-// sets the timer again at the earliest expiry of those left.
+// still to come can meet them; Flink's join would keep them for good) and,
+// if any went, sets the timer again at the earliest expiry of those left.
+//
+// The timers are not kept in the state (clink.EventTimerOf), so a key may
+// have more than one, and some that no longer apply. What keeps every row
+// going once it expires is that each key with rows has a timer at or after
+// the earliest expiry of its rows: the first row of a side sets one at its
+// own expiry (rows after it only lower the earliest), a firing that drops
+// rows sets one at the earliest expiry left, and no row goes otherwise
+// (the planner sets a JoinRetention only where both inputs are
+// insert-only: no retraction takes a row the timer was for). A firing
+// that drops nothing was not for the earliest expiry (those rows would
+// have gone) and sets none: a key's surplus timers fire once each and are
+// gone, they do not multiply.
 func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState]) error {
 	st, ok := ctx.Value()
 	if !ok {
@@ -556,17 +571,45 @@ func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState])
 		}
 		*rows, changed = kept, changed || dropped
 	}
-	if has {
-		ctx.RegisterEventTimeTimer(next)
-	}
 	switch {
 	case !changed:
 	case len(st.Left) == 0 && len(st.Right) == 0:
 		ctx.Clear()
 	default:
 		ctx.SetValue(st)
+		if has {
+			ctx.RegisterEventTimeTimer(next)
+		}
 	}
 	return nil
+}
+
+// nextExpiry returns the earliest expiry of the rows of st on the sides
+// with a JoinRetention (ok false: none has one): when the key needs its
+// timer. Rows it cannot read give the earliest time there is, so that the
+// timer fires at once and expire reports what is wrong with them.
+func (j *regularJoin) nextExpiry(st joinState) (int64, bool) {
+	next, has := int64(math.MaxInt64), false
+	for _, left := range []bool{true, false} {
+		ret := j.retention(left)
+		rows := st.Right
+		if left {
+			rows = st.Left
+		}
+		if ret == nil || len(rows) == 0 {
+			continue
+		}
+		_, _, err := rows.retained(ret.Col+1, func(row []types.Value) (int64, bool) {
+			return expiry(row[ret.Col], ret.AfterMs)
+		}, func(e int64) bool {
+			next, has = min(next, e), true
+			return true
+		})
+		if err != nil {
+			return math.MinInt64, true
+		}
+	}
+	return next, has
 }
 
 // intJoinKey reports whether a join's keys are one integer on each side,
