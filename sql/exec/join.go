@@ -894,6 +894,10 @@ func (b *builder) windowJoin(n *planner.WindowJoin) (clink.Stream[types.Row], er
 				return nil // the window has been joined already: late
 			}
 			st, _ := ctx.Value()
+			if len(st.Left) == 0 && len(st.Right) == 0 {
+				// The key's window fires once: its first row sets the timer.
+				ctx.RegisterEventTimeTimer(fire)
+			}
 			row := types.Row{Values: r.Values[:len(r.Values)-1]}
 			// Appending writes past the end of the list the state holds
 			// (which a checkpoint may be encoding), never into it.
@@ -903,8 +907,18 @@ func (b *builder) windowJoin(n *planner.WindowJoin) (clink.Stream[types.Row], er
 				st.Right = append(st.Right, row)
 			}
 			ctx.SetValue(st)
-			ctx.RegisterEventTimeTimer(fire)
 			return nil
+		},
+		// The rows say when their window fires: the timers are not
+		// written to the state (nor checkpointed).
+		EventTimerOf: func(_ string, st windowSides) (int64, bool) {
+			switch {
+			case len(st.Left) > 0:
+				return st.Left[0].Values[leftEnd].EpochMillis() - 1, true
+			case len(st.Right) > 0:
+				return st.Right[0].Values[rightEnd].EpochMillis() - 1, true
+			}
+			return 0, false
 		},
 		OnTimer: func(ctx *clink.KeyedContext[string, windowSides], ts int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
 			st, ok := ctx.Value()
