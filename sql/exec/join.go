@@ -733,7 +733,9 @@ func tagSides(l, r clink.Stream[types.Row], uid string, keys []planner.JoinKey) 
 // at t - LowerMs, a right row at t until left rows at t + UpperMs); then
 // a row of an outer side that met nothing is emitted padded. A row that
 // arrives after its last matching time meets what is still held and is
-// not kept. One cleanup timer per key is set, at the earliest such time.
+// not kept. One cleanup timer per key is set, at the earliest such time,
+// and the key's value says which (a timer it no longer names does
+// nothing).
 // A row with a left row carries its rowtime.
 func intervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[types.Row]) clink.Stream[types.Row] {
 	ks, isLeft := tagSides(l, r, n.UID(), n.Keys)
@@ -821,7 +823,10 @@ func intervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[typ
 		},
 		OnTimer: func(ctx *clink.KeyedContext[string, intervalSides], now int64, _ clink.TimeDomain, out *clink.Collector[types.Row]) error {
 			st, ok := ctx.Value()
-			if !ok {
+			if !ok || !st.HasTimer || now != st.Timer {
+				// Not the key's timer: one set before a lower one
+				// replaced it, or before the rows it was for went. The
+				// key's own timer comes no later than its rows expire.
 				return nil
 			}
 			wm := ctx.CurrentWatermark()
@@ -858,6 +863,9 @@ func intervalJoin(n *planner.IntervalJoin, j *regularJoin, l, r clink.Stream[typ
 			ctx.SetValue(*next)
 			return nil
 		},
+		// The value says when the key's timer is due: the timers are not
+		// written to the state (nor checkpointed).
+		EventTimerOf: func(_ string, st intervalSides) (int64, bool) { return st.Timer, st.HasTimer },
 	})
 }
 
