@@ -83,6 +83,10 @@ func TestJoinRetentionDifferentialSQLite(t *testing.T) {
 			"SELECT b.id, b.p, w.maxp FROM b JOIN " + win("10") + " w ON b.p = w.maxp WHERE b.ts BETWEEN w.we - INTERVAL '10' SECOND AND w.we",
 			"SELECT b.id, b.p, w.maxp FROM b JOIN " + sqliteWin(10000) + " w ON b.p = w.maxp WHERE b.ms BETWEEN w.we - 10000 AND w.we",
 			[]string{"leftRetention=[watermark >= `ts` + 10000 ms]"}},
+		{"q7, pebble state (durable timers)",
+			"SELECT b.id, b.p, w.maxp FROM b JOIN " + win("10") + " w ON b.p = w.maxp WHERE b.ts BETWEEN w.we - INTERVAL '10' SECOND AND w.we",
+			"SELECT b.id, b.p, w.maxp FROM b JOIN " + sqliteWin(10000) + " w ON b.p = w.maxp WHERE b.ms BETWEEN w.we - 10000 AND w.we",
+			[]string{"leftRetention=[watermark >= `ts` + 10000 ms]"}},
 		{"flipped and strict",
 			"SELECT b.id, b.p, w.maxp FROM b JOIN " + win("5") + " w ON b.p = w.maxp AND w.we >= b.ts AND w.we < b.ts + INTERVAL '7' SECOND",
 			"SELECT b.id, b.p, w.maxp FROM b JOIN " + sqliteWin(5000) + " w ON b.p = w.maxp AND w.we >= b.ms AND w.we < b.ms + 7000",
@@ -98,6 +102,9 @@ func TestJoinRetentionDifferentialSQLite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := tables + "INSERT INTO out " + tc.clink + ";"
+			if strings.Contains(tc.name, "pebble") {
+				script = "SET 'state.backend.type' = 'pebble';\n" + script
+			}
 			plan := planOf(t, script)
 			for _, r := range tc.retains {
 				if !strings.Contains(plan, r) {
