@@ -105,28 +105,8 @@ func TestTimersSurviveRestoreAndRescale(t *testing.T) {
 	dir := t.TempDir()
 	var first []fired
 	var mu sync.Mutex
-	ctx, cancel := context.WithCancel(context.Background())
 	env := timerJob(t, clink.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, WatermarkInterval: -1}, 3, n, 50_000, far, true, &first, &mu)
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx) }()
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if ids, _ := st.Completed(); len(ids) >= 3 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("job ended early: %v", err)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	st := stopAfterCheckpoints(t, env, dir, 3)
 	var second []fired
 	// Keys are blocks of consecutive records: the first keys received all
 	// their records before the checkpoint, so only restored timers can fire
@@ -157,6 +137,35 @@ func TestTimersSurviveRestoreAndRescale(t *testing.T) {
 	if next := sourceEmitted(t, snap.Operators[0]); next < n/50 {
 		t.Fatalf("restored checkpoint %d is at record %d: no key had all its records before it", restored, next)
 	}
+}
+
+// stopAfterCheckpoints runs env until at least n of its checkpoints into
+// dir completed, then cancels it, and returns dir's store.
+func stopAfterCheckpoints(t *testing.T, env *clink.Environment, dir string, n int) *store.Store {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx) }()
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if ids, _ := st.Completed(); len(ids) >= n {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("job ended early: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func TestProcessingTimeTimers(t *testing.T) {
@@ -355,28 +364,8 @@ func TestEventTimerOfRestoresTimers(t *testing.T) {
 	dir := t.TempDir()
 	var first []fired
 	var mu sync.Mutex
-	ctx, cancel := context.WithCancel(context.Background())
 	env := eventTimerOfJob(t, clink.Options{CheckpointDir: dir, CheckpointInterval: 10 * time.Millisecond, WatermarkInterval: -1}, 3, n, 50_000, far, &first, &mu)
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx) }()
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if ids, _ := st.Completed(); len(ids) >= 3 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("job ended early: %v", err)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	st := stopAfterCheckpoints(t, env, dir, 3)
 	restored, _ := st.Resolve("latest")
 	snap, err := st.ReadTaskSnapshot(restored, "gen-0")
 	if err != nil {
