@@ -64,7 +64,7 @@ const (
 
 // RegisterEventTimeTimer sets a timer of the current key that fires when
 // the watermark reaches ts (milliseconds). Timers are checkpointed, unless
-// the operator sets EventTimerOf.
+// the operator sets EventTimerOf and its state is on the memory backend.
 func (c *KeyedContext[K, V]) RegisterEventTimeTimer(ts int64) {
 	c.timers.Register(EventTime, c.key, ts)
 }
@@ -76,6 +76,9 @@ func (c *KeyedContext[K, V]) RegisterProcessingTimeTimer(ts int64) {
 }
 
 // DeleteEventTimeTimer removes the current key's event-time timer at ts.
+// Timers derived from the value state (EventTimerOf, on the memory
+// backend) are not removed: the timer fires and OnTimer finds it does
+// not apply.
 func (c *KeyedContext[K, V]) DeleteEventTimeTimer(ts int64) { c.timers.Delete(EventTime, c.key, ts) }
 
 // DeleteProcessingTimeTimer removes the current key's processing-time
@@ -303,7 +306,8 @@ type KeyedProcessFunction[K comparable, T, V, U any] struct {
 type EventTimerOf[K comparable, V any] func(k K, v V) (ts int64, ok bool)
 
 // KeyedProcess applies f to every record of a keyed stream, with a value
-// state of type V and timers per key, both checkpointed and restored.
+// state of type V and timers per key, both checkpointed and restored (the
+// event-time timers derived from the value instead with EventTimerOf).
 // Event-time timers fire when the operator's watermark passes them, before
 // the watermark goes downstream.
 func KeyedProcess[K comparable, T, V, U any](ks KeyedStream[K, T], name string, f KeyedProcessFunction[K, T, V, U]) Stream[U] {

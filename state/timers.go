@@ -26,7 +26,8 @@ func (d TimeDomain) String() string {
 }
 
 // Timers holds one keyed operator's timers of both domains. A timer is a
-// (key, timestamp) pair; registering it twice keeps one. Timers are keyed
+// (key, timestamp) pair; registering it twice keeps one (but see
+// UnkeptEventTimers). Timers are keyed
 // state (tables "__timers_event" and "__timers_proc", each key's set of
 // timestamps), so they are checkpointed with the operator and follow their
 // key group on rescale; an in-memory queue per domain orders them for
@@ -274,7 +275,9 @@ func (t *Timers[K]) Fire(d TimeDomain, upTo int64, fire func(k K, ts int64) erro
 			b.next++
 			q.n--
 			if !dom.remove(k, ts) {
-				continue // deleted, or a duplicate of a timer set again
+				// Deleted, or a duplicate of a timer set again (unkept
+				// timers fire every time they were set).
+				continue
 			}
 			if err := fire(k, ts); err != nil {
 				q.pushTime(ts) // the bucket's other timers stay queued

@@ -487,7 +487,7 @@ func joinOn[K comparable](j *regularJoin, l, r clink.Stream[types.Row], keyL, ke
 		}
 		// The rows say when their key next needs its timer: the timers
 		// are not written to the state (nor checkpointed).
-		f.EventTimerOf = func(_ K, st joinState) (int64, bool) { return j.nextExpiry(st) }
+		f.EventTimerOf = func(_ K, st joinState) (int64, bool) { return j.restoreExpiry(st) }
 	}
 	return clink.KeyedCoProcess(cs, j.uid, f)
 }
@@ -525,26 +525,32 @@ func expiry(v types.Value, afterMs int64) (int64, bool) {
 // expire runs when a key's retention timer fires: it drops the rows of
 // each side with a JoinRetention that the watermark has passed (no row
 // still to come can meet them; Flink's join would keep them for good) and,
-// if any went, sets the timer again at the earliest expiry of those left.
+// for each side that lost rows, sets a timer at the earliest expiry of its
+// rows left.
 //
 // The timers are not kept in the state (clink.EventTimerOf), so a key may
 // have more than one, and some that no longer apply. What keeps every row
-// going once it expires is that each key with rows has a timer at or after
-// the earliest expiry of its rows: the first row of a side sets one at its
-// own expiry (rows after it only lower the earliest), a firing that drops
-// rows sets one at the earliest expiry left, and no row goes otherwise
-// (the planner sets a JoinRetention only where both inputs are
-// insert-only: no retraction takes a row the timer was for). A firing
-// that drops nothing was not for the earliest expiry (those rows would
-// have gone) and sets none: a key's surplus timers fire once each and are
-// gone, they do not multiply.
+// going once it expires is that each side of a key that holds rows has a
+// timer at or after the earliest expiry of its rows, which drops that row
+// when it fires (the watermark is then past it): the first row of a side
+// sets one at its own expiry (rows after it only lower the earliest), a
+// firing that drops rows of a side sets one at the earliest expiry of
+// that side's rows left, a restore sets one at or after both sides'
+// earliest (restoreExpiry), and no row goes otherwise (the planner sets a
+// JoinRetention only where both inputs are insert-only: no retraction
+// takes a row a timer was for). A firing that drops nothing of a side was
+// not that side's timer (its earliest row would have gone) and sets none
+// for it. So a side's surplus timers fire once each and are gone: a timer
+// is set only when a side gets its first row or loses rows (at most once
+// per side and watermark), never again for a firing that dropped nothing.
 func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState]) error {
 	st, ok := ctx.Value()
 	if !ok {
 		return nil
 	}
 	wm := ctx.CurrentWatermark()
-	next, has := int64(math.MaxInt64), false
+	var timers [2]int64
+	n := 0
 	changed := false
 	for _, left := range []bool{true, false} {
 		ret := j.retention(left)
@@ -557,6 +563,7 @@ func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState])
 		}
 		// A record says when it expires; one written before records did
 		// is decoded up to the retention's column.
+		next, has := int64(math.MaxInt64), false
 		kept, dropped, err := rows.retained(ret.Col+1, func(row []types.Value) (int64, bool) {
 			return expiry(row[ret.Col], ret.AfterMs)
 		}, func(e int64) bool {
@@ -569,7 +576,13 @@ func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState])
 		if err != nil {
 			return j.stateError(ctx.Key(), err)
 		}
-		*rows, changed = kept, changed || dropped
+		*rows = kept
+		if dropped {
+			changed = true
+			if has {
+				timers[n], n = next, n+1
+			}
+		}
 	}
 	switch {
 	case !changed:
@@ -577,19 +590,21 @@ func expire[K comparable](j *regularJoin, ctx *clink.KeyedContext[K, joinState])
 		ctx.Clear()
 	default:
 		ctx.SetValue(st)
-		if has {
-			ctx.RegisterEventTimeTimer(next)
+		for _, ts := range timers[:n] {
+			ctx.RegisterEventTimeTimer(ts)
 		}
 	}
 	return nil
 }
 
-// nextExpiry returns the earliest expiry of the rows of st on the sides
-// with a JoinRetention (ok false: none has one): when the key needs its
-// timer. Rows it cannot read give the earliest time there is, so that the
-// timer fires at once and expire reports what is wrong with them.
-func (j *regularJoin) nextExpiry(st joinState) (int64, bool) {
-	next, has := int64(math.MaxInt64), false
+// restoreExpiry returns when a restored key needs its timer (ok false:
+// no side with a JoinRetention holds rows): the later of its sides'
+// earliest expiries, so that its firing drops rows of both sides and sets
+// each side's own timer (see expire). Rows it cannot read give the
+// earliest time there is, so that the timer fires at once and expire
+// reports what is wrong with them.
+func (j *regularJoin) restoreExpiry(st joinState) (int64, bool) {
+	at, has := int64(math.MinInt64), false
 	for _, left := range []bool{true, false} {
 		ret := j.retention(left)
 		rows := st.Right
@@ -599,17 +614,21 @@ func (j *regularJoin) nextExpiry(st joinState) (int64, bool) {
 		if ret == nil || len(rows) == 0 {
 			continue
 		}
+		first, some := int64(math.MaxInt64), false
 		_, _, err := rows.retained(ret.Col+1, func(row []types.Value) (int64, bool) {
 			return expiry(row[ret.Col], ret.AfterMs)
 		}, func(e int64) bool {
-			next, has = min(next, e), true
+			first, some = min(first, e), true
 			return true
 		})
 		if err != nil {
 			return math.MinInt64, true
 		}
+		if some {
+			at, has = max(at, first), true
+		}
 	}
-	return next, has
+	return at, has
 }
 
 // intJoinKey reports whether a join's keys are one integer on each side,
