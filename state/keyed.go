@@ -301,6 +301,20 @@ func (s *MapState[K, UK, UV]) Range(k K, f func(UK, UV) bool) {
 	}
 }
 
+// RangeAll calls f for every entry of every key's map until f returns
+// false: each key's map in turn, its entries in no set order. f must not
+// write the state.
+func (s *MapState[K, UK, UV]) RangeAll(f func(K, UK, UV) bool) {
+	s.t.rangeKeys(func(k K, m map[UK]UV) bool {
+		for uk, uv := range m {
+			if !f(k, uk, uv) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // Len returns the number of entries in the map of k.
 func (s *MapState[K, UK, UV]) Len(k K) int {
 	if s.t.b != nil {
