@@ -65,8 +65,12 @@ func IntervalJoin[K comparable, A, B, U any](a KeyedStream[K, A], b KeyedStream[
 				return nil // late
 			}
 			k := keyA(v)
-			m.left.Put(k, ts, append(m.leftAt(k, ts), v))
-			m.timers.Register(EventTime, k, ts+hi+1)
+			held := m.leftAt(k, ts)
+			m.left.Put(k, ts, append(held, v))
+			if len(held) == 0 {
+				// The first record of (k, ts) sets the timer that drops them.
+				m.timers.Register(EventTime, k, ts+hi+1)
+			}
 			var err error
 			m.right.Range(k, func(bts int64, bs []B) bool {
 				if bts < ts+lo || bts > ts+hi {
@@ -90,8 +94,11 @@ func IntervalJoin[K comparable, A, B, U any](a KeyedStream[K, A], b KeyedStream[
 				return nil // late
 			}
 			k := keyB(v)
-			m.right.Put(k, ts, append(m.rightAt(k, ts), v))
-			m.timers.Register(EventTime, k, ts-lo+1)
+			held := m.rightAt(k, ts)
+			m.right.Put(k, ts, append(held, v))
+			if len(held) == 0 {
+				m.timers.Register(EventTime, k, ts-lo+1)
+			}
 			var err error
 			m.left.Range(k, func(ats int64, as []A) bool {
 				if ts < ats+lo || ts > ats+hi {
@@ -112,6 +119,12 @@ func IntervalJoin[K comparable, A, B, U any](a KeyedStream[K, A], b KeyedStream[
 }
 
 // joinMember buffers both sides of an interval join by key and timestamp.
+// Each buffered (key, timestamp) of a side has a timer at the first
+// watermark its records can no longer match at, which drops them. On the
+// memory backend the timers are not state (state.UnkeptEventTimers): the
+// buffers say where they are, and a restore sets them again from those.
+// A timer that fires twice (one of each side at the same time) drops
+// nothing the second time.
 type joinMember[K comparable, A, B any] struct {
 	name         string
 	keyCodec     state.Codec[K]
@@ -181,8 +194,18 @@ func (m *joinMember[K, A, B]) open(tc *runtime.TaskContext, rs restoreState) err
 	if m.right, err = state.NewMap[K, int64, []B](m.backend, "right", m.keyCodec); err != nil {
 		return err
 	}
-	if m.timers, err = state.NewTimers(m.backend, m.keyCodec); err != nil {
+	if m.timers, err = state.NewTimers(m.backend, m.keyCodec, state.UnkeptEventTimers()); err != nil {
 		return err
+	}
+	if m.timers.EventUnkept() {
+		m.left.RangeAll(func(k K, t int64, _ []A) bool {
+			m.timers.Register(EventTime, k, t+m.upper+1)
+			return true
+		})
+		m.right.RangeAll(func(k K, t int64, _ []B) bool {
+			m.timers.Register(EventTime, k, t-m.lower+1)
+			return true
+		})
 	}
 	if !rs.empty() {
 		m.wm = rs.watermark()
