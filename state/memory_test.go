@@ -966,3 +966,43 @@ func TestValueUpdateWithCopy(t *testing.T) {
 		t.Error("WithCopy of *box accepted for int64 values")
 	}
 }
+
+// TestMapStateRangeAll checks that RangeAll visits every entry of every
+// key's map once, on each backend, and stops when told to.
+func TestMapStateRangeAll(t *testing.T) {
+	for kind, open := range timerBackends {
+		t.Run(kind, func(t *testing.T) {
+			b := open(t, 8)
+			m, err := state.NewMap[string, int64, string](b, "m", state.CodecFor[string]())
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{}
+			for i := range 30 {
+				k := fmt.Sprint("k", i%7)
+				m.Put(k, int64(i), fmt.Sprint("v", i))
+				want[fmt.Sprint(k, "/", i, "=v", i)] = true
+			}
+			got := map[string]bool{}
+			m.RangeAll(func(k string, uk int64, uv string) bool {
+				e := fmt.Sprint(k, "/", uk, "=", uv)
+				if got[e] {
+					t.Errorf("entry %s visited twice", e)
+				}
+				got[e] = true
+				return true
+			})
+			if !maps.Equal(got, want) {
+				t.Errorf("RangeAll visited %v, want %v", got, want)
+			}
+			n := 0
+			m.RangeAll(func(string, int64, string) bool {
+				n++
+				return n < 5
+			})
+			if n != 5 {
+				t.Errorf("RangeAll went on for %d entries after f returned false at the 5th", n)
+			}
+		})
+	}
+}
