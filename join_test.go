@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/checkpoint"
 	"github.com/clinkstream/clink/checkpoint/store"
 )
 
@@ -89,14 +90,8 @@ func TestIntervalJoinMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for sub := 0; sub < 2; sub++ {
-				snap, err := st.ReadTaskSnapshot(id, fmt.Sprintf("join-%d", sub))
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, g := range snapshotKeyGroups(t, st, snap.Operators[0]) {
-					t.Errorf("terminal checkpoint %d: join-%d still holds %d entries in key group %d", id, sub, g.Entries, g.KeyGroup)
-				}
+			if held := joinEntries(t, st, id, 2); held > 0 {
+				t.Errorf("terminal checkpoint %d: the join still holds %d entries", id, held)
 			}
 		})
 	}
@@ -165,16 +160,7 @@ func TestIntervalJoinRestoreDropsBuffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	held := 0
-	for sub := 0; sub < 2; sub++ {
-		snap, err := st.ReadTaskSnapshot(restored, fmt.Sprintf("join-%d", sub))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, g := range snapshotKeyGroups(t, st, snap.Operators[0]) {
-			held += g.Entries
-		}
-	}
+	held := joinEntries(t, st, restored, 2)
 	if held == 0 {
 		t.Fatalf("checkpoint %d holds no buffered records: the test needs a job stopped midway", restored)
 	}
@@ -198,13 +184,24 @@ func TestIntervalJoinRestoreDropsBuffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for sub := 0; sub < 3; sub++ {
-		snap, err := st.ReadTaskSnapshot(last, fmt.Sprintf("join-%d", sub))
+	if left := joinEntries(t, st, last, 3); left > 0 {
+		t.Errorf("terminal checkpoint %d: the join still holds %d entries (restored from checkpoint %d, %d entries)", last, left, restored, held)
+	}
+}
+
+// joinEntries returns how many state entries the subtasks join-0 ..
+// join-(subtasks-1) hold in checkpoint id.
+func joinEntries(t *testing.T, st *store.Store, id checkpoint.ID, subtasks int) int {
+	t.Helper()
+	n := 0
+	for sub := 0; sub < subtasks; sub++ {
+		snap, err := st.ReadTaskSnapshot(id, fmt.Sprintf("join-%d", sub))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, g := range snapshotKeyGroups(t, st, snap.Operators[0]) {
-			t.Errorf("terminal checkpoint %d: join-%d still holds %d entries in key group %d (restored from checkpoint %d, %d entries)", last, sub, g.Entries, g.KeyGroup, restored, held)
+			n += g.Entries
 		}
 	}
+	return n
 }

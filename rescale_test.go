@@ -88,7 +88,6 @@ func TestRescaleOnRestore(t *testing.T) {
 			dir := t.TempDir()
 			var mu sync.Mutex
 			first := map[string]int64{}
-			ctx, cancel := context.WithCancel(context.Background())
 			off := false
 			backendOpts := func(o clink.Options, run string) clink.Options {
 				if c.unchained == run {
@@ -108,31 +107,8 @@ func TestRescaleOnRestore(t *testing.T) {
 			env := rescaleJob(t, backendOpts(clink.Options{
 				CheckpointDir: dir, CheckpointInterval: 20 * time.Millisecond, Retain: 100, MaxParallelism: 64,
 			}, "from"), genFrom, c.from, 60_000, first, &mu)
-			done := make(chan error, 1)
-			go func() { done <- env.Execute(ctx) }()
 			// Stop once a few checkpoints completed, well before the end.
-			st, err := store.Open(dir, store.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for {
-				ids, err := st.Completed()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(ids) >= 3 {
-					break
-				}
-				select {
-				case err := <-done:
-					t.Fatalf("job ended before three checkpoints completed: %v", err)
-				case <-time.After(5 * time.Millisecond):
-				}
-			}
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
+			st := stopAfterCheckpoints(t, env, dir, 3)
 			latest, err := st.Resolve("latest")
 			if err != nil {
 				t.Fatal(err)

@@ -25,13 +25,7 @@ type fired struct {
 // final watermark reaches, and one at i + 5.
 func timerJob(t *testing.T, opts clink.Options, p int, n int64, rate float64, far int64, blocks bool, out *[]fired, mu *sync.Mutex) *clink.Environment {
 	t.Helper()
-	env, err := clink.NewEnvironment(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := clink.AssignTimestamps(
-		clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: n, RatePerSecond: rate}, func(i int64) int64 { return i }).SetParallelism(1),
-		"ts", func(i int64) int64 { return i }, 0).SetParallelism(1)
+	env, src := timerSource(t, opts, n, rate)
 	key := func(i int64) int64 { return i % 50 }
 	if blocks {
 		key = func(i int64) int64 { return i * 50 / n }
@@ -54,13 +48,31 @@ func timerJob(t *testing.T, opts clink.Options, p int, n int64, rate float64, fa
 				return nil
 			},
 		}).SetParallelism(p)
+	collectFired(res, out, mu)
+	return env
+}
+
+// timerSource makes the environment of a timer test and its source:
+// records 0..n-1, each its own event time, rate limited.
+func timerSource(t *testing.T, opts clink.Options, n int64, rate float64) (*clink.Environment, clink.Stream[int64]) {
+	t.Helper()
+	env, err := clink.NewEnvironment(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, clink.AssignTimestamps(
+		clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: n, RatePerSecond: rate}, func(i int64) int64 { return i }).SetParallelism(1),
+		"ts", func(i int64) int64 { return i }, 0).SetParallelism(1)
+}
+
+// collectFired sinks res into out.
+func collectFired(res clink.Stream[fired], out *[]fired, mu *sync.Mutex) {
 	clink.SinkTo(res, "sink", clink.SinkFunc(func(f fired) error {
 		mu.Lock()
 		*out = append(*out, f)
 		mu.Unlock()
 		return nil
 	}))
-	return env
 }
 
 func TestEventTimeTimers(t *testing.T) {
@@ -316,13 +328,7 @@ type dueCount struct {
 // reports.
 func eventTimerOfJob(t *testing.T, opts clink.Options, p int, n int64, rate float64, far int64, out *[]fired, mu *sync.Mutex) *clink.Environment {
 	t.Helper()
-	env, err := clink.NewEnvironment(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := clink.AssignTimestamps(
-		clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: n, RatePerSecond: rate}, func(i int64) int64 { return i }).SetParallelism(1),
-		"ts", func(i int64) int64 { return i }, 0).SetParallelism(1)
+	env, src := timerSource(t, opts, n, rate)
 	res := clink.KeyedProcess(clink.KeyBy(src, func(i int64) int64 { return i * 50 / n }), "timers",
 		clink.KeyedProcessFunction[int64, int64, dueCount, fired]{
 			ProcessElement: func(ctx *clink.KeyedContext[int64, dueCount], i int64, _ *clink.Collector[fired]) error {
@@ -345,12 +351,7 @@ func eventTimerOfJob(t *testing.T, opts clink.Options, p int, n int64, rate floa
 			},
 			EventTimerOf: func(_ int64, v dueCount) (int64, bool) { return v.Due, v.Due != 0 },
 		}).SetParallelism(p)
-	clink.SinkTo(res, "sink", clink.SinkFunc(func(f fired) error {
-		mu.Lock()
-		*out = append(*out, f)
-		mu.Unlock()
-		return nil
-	}))
+	collectFired(res, out, mu)
 	return env
 }
 

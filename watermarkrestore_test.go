@@ -34,28 +34,8 @@ func TestKeyedWatermarkSurvivesRestore(t *testing.T) {
 		return env
 	}
 	var first1 int64
-	ctx, cancel := context.WithCancel(context.Background())
 	env := job(clink.Options{Parallelism: 1, CheckpointInterval: 20 * time.Millisecond}, 100_000, &first1, &sync.Once{})
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx) }()
-	st, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if ids, _ := st.Completed(); len(ids) >= 2 {
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("job ended early: %v", err)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	st := stopAfterCheckpoints(t, env, dir, 2)
 	id, err := st.Resolve("latest")
 	if err != nil {
 		t.Fatal(err)
