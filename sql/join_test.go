@@ -338,17 +338,24 @@ INSERT INTO f SELECT l.id, rr.id FROM l JOIN rr ON l.k = rr.k AND l.id < rr.id +
 	checkRestoreMidway(t, script, out, want, 700*time.Millisecond)
 }
 
+// timedSequences declares tables l and rr of the restore tests: ids 1 to
+// 300 at 300 rows a second, each at event time id * 100 ms (its
+// watermark), keyed by id mod lmod and id mod rmod.
+func timedSequences(lmod, rmod int) string {
+	return fmt.Sprintf(`
+CREATE TABLE l (id BIGINT, k AS id %% %d, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+CREATE TABLE rr (id BIGINT, k AS id %% %d, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
+  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');`, lmod, rmod)
+}
+
 // TestOuterIntervalJoinRestore runs a LEFT interval join over rows in
 // time order, whose watermark expires rows while the job runs, stops it
 // after checkpoints and restores it: the exactly-once filesystem sink
 // ends with every joined and every padded row once.
 func TestOuterIntervalJoinRestore(t *testing.T) {
 	out := t.TempDir()
-	script := fmt.Sprintf(`
-CREATE TABLE l (id BIGINT, k AS id %% 7, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
-  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
-CREATE TABLE rr (id BIGINT, k AS id %% 5, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
-  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+	script := timedSequences(7, 5) + fmt.Sprintf(`
 CREATE TABLE f (a BIGINT, b BIGINT) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv');
 SET 'execution.checkpointing.interval' = '50ms';
 INSERT INTO f SELECT l.id, rr.id FROM l LEFT JOIN rr ON l.k = rr.k AND l.ts BETWEEN rr.ts - INTERVAL '1' SECOND AND rr.ts + INTERVAL '0.5' SECOND;`, out)
@@ -419,11 +426,7 @@ INSERT INTO p SELECT window_end, COUNT(*), SUM(b) FROM TABLE(TUMBLE(TABLE j, DES
 // rows once.
 func TestWindowJoinRestore(t *testing.T) {
 	out := t.TempDir()
-	script := fmt.Sprintf(`
-CREATE TABLE l (id BIGINT, k AS id %% 3, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
-  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
-CREATE TABLE rr (id BIGINT, k AS id %% 4, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
-  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+	script := timedSequences(3, 4) + fmt.Sprintf(`
 CREATE TABLE f (ws BIGINT, lk BIGINT, ln BIGINT, rk BIGINT, rn BIGINT) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv');
 SET 'execution.checkpointing.interval' = '50ms';
 INSERT INTO f
@@ -469,11 +472,7 @@ ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.k = R.k
 // checkpointed; without them those windows would never be joined.
 func TestWindowJoinOfRowsRestore(t *testing.T) {
 	out := t.TempDir()
-	script := fmt.Sprintf(`
-CREATE TABLE l (id BIGINT, k AS id %% 3, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
-  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
-CREATE TABLE rr (id BIGINT, k AS id %% 4, ts AS CAST(TO_TIMESTAMP_LTZ(id * 100, 3) AS TIMESTAMP(3)), WATERMARK FOR ts AS ts)
-  WITH ('connector' = 'datagen', 'rows-per-second' = '300', 'fields.id.kind' = 'sequence', 'fields.id.start' = '1', 'fields.id.end' = '300');
+	script := timedSequences(3, 4) + fmt.Sprintf(`
 CREATE TABLE f (lid BIGINT, rid BIGINT) WITH ('connector' = 'filesystem', 'path' = '%s', 'format' = 'csv');
 SET 'execution.checkpointing.interval' = '50ms';
 INSERT INTO f
