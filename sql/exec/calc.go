@@ -212,9 +212,6 @@ func (b *builder) calcChain(n *planner.Calc) []*planner.Calc {
 // caller) as one FlatMap named uid, the top Calc's; its rows are owned
 // under uid as ownedInput says.
 func (b *builder) calcLevels(uid string, chain []*planner.Calc, levels []calcLevel) (clink.Stream[types.Row], error) {
-	if j, ok := chain[0].Input.(*planner.Join); ok && b.consumers[j.UID()] == 1 && chain[0].Reads() != nil {
-		b.joinReads[j.UID()] = chain[0].Reads()
-	}
 	in, err := b.stream(chain[0].Input)
 	if err != nil {
 		return in, err

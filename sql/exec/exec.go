@@ -56,6 +56,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -199,9 +200,6 @@ type builder struct {
 	// owned marks the nodes whose rows their one consumer may overwrite
 	// (see ownedInput in calc.go).
 	owned map[string]bool
-	// joinReads are the columns read of the regular joins (by uid) whose
-	// only consumer is a Calc that says which it reads (Calc.Reads).
-	joinReads map[string][]bool
 	// windowProj holds, by the uid of a window aggregation, the
 	// projection of the Calc folded into it (see windowOutput).
 	windowProj map[string]*windowProjection
@@ -228,7 +226,7 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 	}
 	opts.Stdout, opts.Stderr = out, errw
 	b := &builder{env: env, opts: opts, streams: map[string]clink.Stream[types.Row]{}, consumers: map[string]int{},
-		readers: map[string][]planner.Node{}, owned: map[string]bool{}, joinReads: map[string][]bool{},
+		readers: map[string][]planner.Node{}, owned: map[string]bool{},
 		windowProj: map[string]*windowProjection{}, calcWidth: map[string]int{}}
 	seen := map[string]bool{}
 	var count func(n planner.Node)
@@ -252,6 +250,72 @@ func Build(env *clink.Environment, sinks []*planner.Sink, opts Options) error {
 		}
 	}
 	return nil
+}
+
+// outputReads returns which columns of n's output the nodes reading it
+// read (true at their index), or nil when any of them may read every
+// column. A Calc reads what its filter and the projections read above it
+// read (Calc.ReadsFor); a Rank or a
+// Deduplicate reads its partition or key and order columns, and passes on
+// the rest to what reads it: so a join under a Top-N whose result is
+// projected learns that the columns nobody selects need not be kept. Any
+// other reader (a sink, a join, an aggregation) counts as reading every
+// column.
+func (b *builder) outputReads(n planner.Node) []bool {
+	readers := b.readers[n.UID()]
+	if len(readers) == 0 {
+		return nil
+	}
+	width := len(n.Fields())
+	reads := make([]bool, width)
+	for _, r := range readers {
+		var in []bool
+		switch r := r.(type) {
+		case *planner.Calc:
+			in = r.ReadsFor(b.outputReads(r))
+		case *planner.Rank:
+			in = b.passedReads(r, width)
+			for _, c := range r.PartitionBy {
+				in = markRead(in, c)
+			}
+			for _, k := range r.OrderBy {
+				in = markRead(in, k.Col)
+			}
+		case *planner.Deduplicate:
+			in = b.passedReads(r, width)
+			for _, c := range r.Keys {
+				in = markRead(in, c)
+			}
+			in = markRead(in, r.OrderCol)
+		}
+		if len(in) != width {
+			return nil
+		}
+		for i, x := range in {
+			reads[i] = reads[i] || x
+		}
+	}
+	return reads
+}
+
+// passedReads returns which of the first width columns of n's output,
+// those n passes on from its input unchanged, the nodes reading n read;
+// nil when that is not known.
+func (b *builder) passedReads(n planner.Node, width int) []bool {
+	out := b.outputReads(n)
+	if len(out) < width {
+		return nil
+	}
+	return slices.Clone(out[:width])
+}
+
+// markRead marks column c of reads as read; nil stays nil (every column
+// is read).
+func markRead(reads []bool, c int) []bool {
+	if reads != nil && c >= 0 && c < len(reads) {
+		reads[c] = true
+	}
+	return reads
 }
 
 func (b *builder) stream(n planner.Node) (clink.Stream[types.Row], error) {

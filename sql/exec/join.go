@@ -87,9 +87,9 @@ type regularJoin struct {
 	// nullsL and nullsR pad a row of the other side.
 	nullsL, nullsR []types.Value
 	// keepL and keepR are the columns of each side that the join keeps in
-	// its state (nil: all): those that its condition or its only
-	// consumer reads. The others are kept as NULL, which that consumer
-	// never sees, as Flink projects them away below the join.
+	// its state (nil: all): those that its condition or a node above it
+	// reads (builder.outputReads). The others are kept as NULL, which no
+	// node above reads, as Flink projects them away below the join.
 	keepL, keepR []bool
 	// scratch holds *joinScratch: the function runs in every subtask.
 	scratch sync.Pool
@@ -454,7 +454,7 @@ func (b *builder) join(n *planner.Join) (clink.Stream[types.Row], error) {
 	}
 	j := &regularJoin{n: n, uid: n.UID(), nl: len(n.Left.Fields()), nr: len(n.Right.Fields()),
 		nullsL: nullsOf(n.Left.Fields()), nullsR: nullsOf(n.Right.Fields())}
-	if reads := b.joinReads[n.UID()]; reads != nil && (n.Condition == nil || n.CondReads != nil) {
+	if reads := b.outputReads(n); reads != nil && (n.Condition == nil || n.CondReads != nil) {
 		keep := slices.Clone(reads)
 		for i, c := range n.CondReads {
 			keep[i] = keep[i] || c

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/clinkstream/clink/sql/catalog"
@@ -73,14 +74,36 @@ type Calc struct {
 	// procAttr is the output column that is the processing-time attribute
 	// plus one (0: none); see proctimeOf.
 	procAttr int
-	// reads is what Reads returns.
-	reads []bool
+	// reads is what Reads returns; filterReads and projReads are its
+	// parts (set with it): what the filter and each projection read.
+	reads       []bool
+	filterReads []bool
+	projReads   [][]bool
 }
 
 // Reads returns which input columns the filter and the projections read
 // (true at their index), or nil when that is not known: any column may
 // be read.
 func (n *Calc) Reads() []bool { return n.reads }
+
+// ReadsFor is Reads for a consumer that reads only the output columns
+// marked in out (nil: all of them): which input columns the filter and
+// those columns' projections read, or nil when that is not known.
+func (n *Calc) ReadsFor(out []bool) []bool {
+	if out == nil || n.reads == nil || len(n.projReads) != len(n.Projs) {
+		return n.reads
+	}
+	reads := slices.Clone(n.filterReads)
+	for i, pr := range n.projReads {
+		if i < len(out) && !out[i] {
+			continue
+		}
+		for c, r := range pr {
+			reads[c] = reads[c] || r
+		}
+	}
+	return reads
+}
 
 // WatermarkAssigner gives rows their event time from the rowtime column
 // and emits watermarks `max(rowtime) - Delay`.
