@@ -305,7 +305,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		return nil, fmt.Errorf("capturing memory state after a failed restore: %w", b.broken)
 	}
 	c := &memoryCapture{rng: b.rng}
-	changes := b.capturesChanges()
+	changes, whole := b.captureMode()
 	for _, t := range b.tables {
 		c.names = append(c.names, t.Name())
 		cc, ok := t.(changeCapturer)
@@ -359,7 +359,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 	})
 	if b.inc != nil {
 		b.inc.checkpointCaptured(b.inc.now())
-		return b.captureIncremental(c, changes, false), nil
+		return b.captureIncremental(c, changes, false, whole), nil
 	}
 	return c, nil
 }

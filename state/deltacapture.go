@@ -38,6 +38,8 @@ type changeCapturer interface {
 	appends() (yes, late bool)
 	// checkpointed tells the table that a checkpoint captured it.
 	checkpointed()
+	// len returns how many entries the table holds.
+	len() int
 }
 
 // changedEntry is one entry a capture of changes holds: a listed key with

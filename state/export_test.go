@@ -33,3 +33,11 @@ func SharedShards[K comparable, V any](v *ValueState[K, V]) int {
 	}
 	return n
 }
+
+// WholeBases is how many checkpoints in a row write a base once the
+// state churns (see wholeBases).
+const WholeBases = wholeBases
+
+// SetMinWholeBytes sets the fewest bytes of a checkpoint's files that
+// make b's next checkpoints whole (see wholeBases).
+func SetMinWholeBytes(b *MemoryBackend, n int64) { b.inc.minWhole = n }

@@ -121,6 +121,26 @@ const materializeRatio = 2
 // checkpoint lists them all, and a restore reads them all.
 const maxChainFiles = 1000
 
+// Whole checkpoints. Where the state churns within a checkpoint interval
+// (its keys live shorter than one: a join that drops its rows seconds
+// after they came), the files of a checkpoint (its delta and what was
+// written ahead for it) hold more bytes than the state, many of them dead
+// by the checkpoint, and every second or third checkpoint a
+// materialization reads them all back to write a base the size of the
+// state. A base written by the checkpoint itself costs the state's bytes
+// once, and nothing is written ahead or merged. So once a checkpoint's
+// files hold as many bytes as the state (estimated from the chain's base,
+// which a materialization or a whole checkpoint wrote, scaled by how many
+// more entries the tables hold now) and at least minWholeBytes, the next
+// wholeBases checkpoints freeze the tables and write a base each
+// (incrState.whole), as without incremental checkpoints; then one writes
+// a delta again, to measure anew. A state that grows, or changes in part
+// between checkpoints, writes less than that.
+const (
+	wholeBases    = 8
+	minWholeBytes = 4 << 20
+)
+
 // Validate checks the options and fills in defaults.
 func (o *MemoryOptions) Validate() error {
 	if o.MaterializeBytes < 0 {
@@ -150,7 +170,8 @@ func NewMemoryBackendWith(o MemoryOptions) (*MemoryBackend, error) {
 			return nil, fmt.Errorf("memory state backend: making a file token: %w", err)
 		}
 		b.incremental = true
-		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes, preemptive: o.PreemptiveEntries, preemptEvery: o.PreemptiveInterval, now: time.Now}
+		b.inc = &incrState{token: hex.EncodeToString(tok[:]), materializeBytes: o.MaterializeBytes, preemptive: o.PreemptiveEntries,
+			preemptEvery: o.PreemptiveInterval, now: time.Now, minWhole: minWholeBytes}
 	}
 	return b, nil
 }
@@ -167,6 +188,9 @@ type chainFile struct {
 	// range of the backend that wrote it, narrowed by rescaling.
 	applies KeyGroupRange
 	size    int64
+	// entries is how many entries the file holds; 0 for files of a
+	// restored chain (unknown).
+	entries int64
 	// dead is how many bytes of the files before it a delta makes
 	// redundant (see diffStats); a restored delta counts all of its size.
 	dead int64
@@ -223,6 +247,13 @@ type incrState struct {
 	// full: the next checkpoint writes a base (restored from a full
 	// snapshot, or the chain was lost).
 	full bool
+	// whole: the state churns faster than deltas pay (see wholeBases):
+	// checkpoints freeze the tables and write bases, wholeLeft more of
+	// them. minWhole is the fewest bytes of a checkpoint's files that
+	// start it (minWholeBytes; tests lower it).
+	whole     bool
+	wholeLeft int
+	minWhole  int64
 	// matRunning: the materialization goroutine runs (compact); matDone
 	// is the base it wrote, not yet listed; matErr is its failure,
 	// reported by the next checkpoint.
@@ -254,30 +285,44 @@ type incrCapture struct {
 	changes bool
 	chainAt []chainFile
 	before  []*incrCapture
+	// whole: a capture of frozen tables for a base, the backend checking
+	// whole (see wholeBases). entries counts the tables' entries at the
+	// capture.
+	whole   bool
+	entries int64
 	// preemptive: a capture of changes taken between checkpoints to write
 	// them ahead (PersistPreemptively); file is its file once written.
 	preemptive bool
 	file       *chainFile
 }
 
-// capturesChanges says whether the next capture captures the tables'
-// changes only: when the chain exists and the checkpoint will write a
-// delta onto it.
-func (b *MemoryBackend) capturesChanges() bool {
+// captureMode says whether the next checkpoint's capture captures the
+// tables' changes only (changes: when the chain exists and the checkpoint
+// will write a delta onto it), or freezes them for a base because the
+// state churns (whole, see wholeBases).
+func (b *MemoryBackend) captureMode() (changes, whole bool) {
 	inc := b.inc
 	if inc == nil {
-		return false
+		return false, false
 	}
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
-	return len(inc.chain) > 0 && !inc.full
+	if inc.whole {
+		return false, true
+	}
+	return len(inc.chain) > 0 && !inc.full, false
 }
 
 // captureIncremental wraps the capture c of a backend with incremental
 // checkpoints: of the tables' changes only (changes), for a preemptive
-// persist when preemptive is set.
-func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes, preemptive bool) *incrCapture {
-	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, preemptive: preemptive}
+// persist when preemptive is set, of frozen tables for a base when whole.
+func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes, preemptive, whole bool) *incrCapture {
+	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, preemptive: preemptive, whole: whole}
+	for _, t := range b.tables {
+		if cc, ok := t.(changeCapturer); ok {
+			ic.entries += int64(cc.len())
+		}
+	}
 	for _, p := range c.pending {
 		var d []restoredGroup
 		for _, g := range p.groups {
@@ -371,6 +416,11 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	chain := slices.Clone(inc.chain)
 	baseBytes, deadBytes := inc.baseBytes, inc.deadBytes
 	newBase := inc.matDone
+	if newBase != nil && len(chain) > 0 && newBase.seq < chain[0].seq {
+		// Merged from a chain that a base written since (a whole
+		// checkpoint's) replaced: nothing lists it.
+		inc.matDone, newBase = nil, nil
+	}
 	inc.mu.Unlock()
 
 	switch {
@@ -414,7 +464,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		inc.dropUnpersisted(c.seq)
 		inc.mu.Unlock()
 		return nil, errors.New("writing memory state: the chain must start again with a base, and this capture holds only the changes since the last checkpoint; the next checkpoint writes the state whole")
-	case full:
+	case full || c.whole:
 		f, err := c.writeFile(sw.Write, true, nil, "")
 		if err != nil {
 			return nil, err
@@ -423,6 +473,11 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		inc.dropUnpersisted(c.seq)
 		inc.chain, inc.lastSeq, inc.full = []chainFile{f}, c.seq, false
 		inc.baseBytes, inc.deadBytes = f.size, 0
+		if c.whole {
+			// The last of the run is followed by a delta.
+			inc.wholeLeft--
+			inc.whole = inc.wholeLeft > 0
+		}
 		inc.mu.Unlock()
 		return c.manifest([]chainFile{f}), nil
 	}
@@ -461,9 +516,12 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 			break
 		}
 	}
+	// The bytes of this checkpoint's files.
+	var written int64
 	for _, f := range pre {
 		chain = append(chain, f)
 		deadBytes += f.dead
+		written += f.size
 	}
 	earlier = earlier[len(pre):]
 	changed := c.hasChanges(earlier)
@@ -474,6 +532,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		}
 		chain = append(chain, f)
 		deadBytes += f.dead
+		written += f.size
 	}
 
 	inc.mu.Lock()
@@ -483,9 +542,20 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	inc.chain, inc.lastSeq = chain, c.seq
 	inc.baseBytes, inc.deadBytes = baseBytes, deadBytes
 	inc.dropUnpersisted(c.seq)
+	// The chain's base, merged or written by a whole checkpoint, holds
+	// the state's live bytes as of its capture; as many more now as the
+	// tables hold more entries (a state that grows holds more than its
+	// base).
+	if len(chain) > 0 && chain[0].base && chain[0].entries > 0 && !inc.full {
+		base := chain[0]
+		live := float64(base.size) * max(1, float64(c.entries)/float64(base.entries))
+		if written >= inc.minWhole && float64(written) >= live {
+			inc.whole, inc.wholeLeft = true, wholeBases
+		}
+	}
 	due := deadBytes > max(inc.materializeBytes, materializeRatio*baseBytes) || len(chain) > maxChainFiles
 	switch {
-	case inc.matRunning || inc.matDone != nil || inc.closing.Load() || !due:
+	case inc.whole || inc.matRunning || inc.matDone != nil || inc.closing.Load() || !due:
 	default:
 		inc.matRunning = true
 		inc.wg.Add(1)
@@ -565,7 +635,7 @@ func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq u
 				}
 				data = appendEntriesDelimited(data[:0], es)
 				sec = appendFileSection(sec[:0], kg, t.name, len(es), data)
-				fw.write(sec)
+				fw.writeSection(sec, len(es))
 			}
 		}
 		return nil
@@ -650,7 +720,7 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 				}
 				if n > 0 {
 					sec = appendFileSection(sec[:0], kg, c.names[i], n, scratch)
-					fw.write(sec)
+					fw.writeSection(sec, n)
 				}
 			}
 			if base {
@@ -658,7 +728,7 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 					for _, g := range c.delimited[i] {
 						if g.kg == kg {
 							sec = appendFileSection(sec[:0], kg, p.name, g.entries, g.data)
-							fw.write(sec)
+							fw.writeSection(sec, g.entries)
 						}
 					}
 				}
@@ -684,7 +754,7 @@ func writeChainFile(write func(string, func(io.Writer) error) error, f *chainFil
 			return err
 		}
 		fw.write(binary.LittleEndian.AppendUint32(nil, fw.crc))
-		f.size = fw.n
+		f.size, f.entries = fw.n, fw.entries
 		return fw.err
 	})
 	if err != nil {
@@ -694,12 +764,20 @@ func writeChainFile(write func(string, func(io.Writer) error) error, f *chainFil
 	return err
 }
 
-// fileWriter writes to w, keeping the first error, the CRC and the size.
+// fileWriter writes to w, keeping the first error, the CRC, the size and
+// the entries of the sections written.
 type fileWriter struct {
-	w   io.Writer
-	crc uint32
-	n   int64
-	err error
+	w       io.Writer
+	crc     uint32
+	n       int64
+	entries int64
+	err     error
+}
+
+// writeSection writes a section of n entries.
+func (fw *fileWriter) writeSection(sec []byte, n int) {
+	fw.write(sec)
+	fw.entries += int64(n)
 }
 
 func (fw *fileWriter) write(p []byte) {
