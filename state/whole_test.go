@@ -16,11 +16,21 @@ func wholeBase(fs *state.FileState) bool {
 	return len(fs.Shared) == 1 && strings.HasSuffix(fs.Shared[0], ".base") && !strings.HasSuffix(fs.Shared[0], ".merged.base")
 }
 
-// churnRounds runs rounds checkpoints of a table written by round (given
-// the round and the previous round's keys, it returns this round's keys
-// and puts them) and returns each checkpoint's file state.
-func churnRounds(t *testing.T, b *state.MemoryBackend, sf *dirShared, v *state.ValueState[int64, string], rounds int, round func(r int, v *state.ValueState[int64, string])) []*state.FileState {
+// churnRounds takes rounds checkpoints of a table that round writes
+// before each, on a backend with incremental checkpoints that merges a
+// base once 1 KiB of the chain is redundant and may write whole
+// checkpoints from 1 byte on; it returns each checkpoint's file state and
+// the shared files.
+func churnRounds(t *testing.T, rounds int, round func(r int, v *state.ValueState[int64, string])) ([]*state.FileState, *dirShared) {
 	t.Helper()
+	sf := &dirShared{dir: t.TempDir()}
+	b := openIncremental(t, 1024, state.KeyGroupRange{Start: 0, End: incMaxP})
+	t.Cleanup(func() { b.Close() })
+	state.SetMinWholeBytes(b, 1)
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []*state.FileState
 	for r := range rounds {
 		round(r, v)
@@ -32,7 +42,7 @@ func churnRounds(t *testing.T, b *state.MemoryBackend, sf *dirShared, v *state.V
 		// A materialization runs beside the checkpoints: give it time.
 		time.Sleep(time.Millisecond)
 	}
-	return out
+	return out, sf
 }
 
 // TestMemoryIncrementalWholeCheckpoints checks that a state whose every
@@ -42,15 +52,6 @@ func churnRounds(t *testing.T, b *state.MemoryBackend, sf *dirShared, v *state.V
 // delta measures the churn again, and the checkpoints go whole again. A
 // whole checkpoint restores the state as of its capture.
 func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
-	sf := &dirShared{dir: t.TempDir()}
-	full := state.KeyGroupRange{Start: 0, End: incMaxP}
-	b := openIncremental(t, 1024, full)
-	defer b.Close()
-	state.SetMinWholeBytes(b, 1)
-	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[string]())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const keys = 200
 	pad := strings.Repeat("x", 100)
 	value := func(k int64) string { return pad + string(rune('a'+k%26)) }
@@ -63,7 +64,7 @@ func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
 			v.Put(k, value(k))
 		}
 	}
-	fss := churnRounds(t, b, sf, v, 60, churn)
+	fss, sf := churnRounds(t, 60, churn)
 	first := slices.IndexFunc(fss, wholeBase)
 	if first < 0 {
 		t.Fatal("no checkpoint of a state that churns entirely was written whole")
@@ -88,7 +89,7 @@ func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
 	}
 
 	// A whole checkpoint restores its round's keys, and nothing else.
-	r := openIncremental(t, 1024, full)
+	r := openIncremental(t, 1024, state.KeyGroupRange{Start: 0, End: incMaxP})
 	defer r.Close()
 	if err := r.RestoreFiles([]*state.FileState{fss[first+1]}, sf); err != nil {
 		t.Fatal(err)
@@ -114,15 +115,6 @@ func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
 // grows, rewriting a tenth of its keys each checkpoint, is never written
 // whole: its deltas stay smaller than the base a materialization writes.
 func TestMemoryIncrementalGrowingStateStaysDelta(t *testing.T) {
-	sf := &dirShared{dir: t.TempDir()}
-	full := state.KeyGroupRange{Start: 0, End: incMaxP}
-	b := openIncremental(t, 1024, full)
-	defer b.Close()
-	state.SetMinWholeBytes(b, 1)
-	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[string]())
-	if err != nil {
-		t.Fatal(err)
-	}
 	const keys = 200
 	pad := strings.Repeat("y", 100)
 	grow := func(r int, v *state.ValueState[int64, string]) {
@@ -133,7 +125,7 @@ func TestMemoryIncrementalGrowingStateStaysDelta(t *testing.T) {
 			v.Put(k, pad+"!")
 		}
 	}
-	fss := churnRounds(t, b, sf, v, 60, grow)
+	fss, _ := churnRounds(t, 60, grow)
 	merged := false
 	for i, fs := range fss {
 		if wholeBase(fs) {
