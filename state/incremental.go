@@ -287,7 +287,7 @@ type incrCapture struct {
 	before  []*incrCapture
 	// whole: a capture of frozen tables for a base, the backend checking
 	// whole (see wholeBases). entries counts the tables' entries at the
-	// capture.
+	// capture of a checkpoint (not counted for a preemptive one).
 	whole   bool
 	entries int64
 	// preemptive: a capture of changes taken between checkpoints to write
@@ -319,7 +319,7 @@ func (b *MemoryBackend) captureMode() (changes, whole bool) {
 func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes, preemptive, whole bool) *incrCapture {
 	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, preemptive: preemptive, whole: whole}
 	for _, t := range b.tables {
-		if cc, ok := t.(changeCapturer); ok {
+		if cc, ok := t.(changeCapturer); ok && !preemptive {
 			ic.entries += int64(cc.len())
 		}
 	}

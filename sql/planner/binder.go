@@ -326,12 +326,14 @@ func (p *Planner) calc(n Node, scope expr.Scope, where ast.Expr, exprs []ast.Exp
 		}
 		c.fields = append(c.fields, types.Field{Name: names[i], Type: typ})
 	}
-	c.reads = readColumns(scope, len(n.Fields()), append([]ast.Expr{where}, exprs...)...)
-	if c.reads != nil {
-		c.filterReads = readColumns(scope, len(n.Fields()), where)
-		for _, e := range exprs {
-			c.projReads = append(c.projReads, readColumns(scope, len(n.Fields()), e))
-		}
+	filterReads, projReads := readColumns(scope, len(n.Fields()), where), make([][]bool, len(exprs))
+	known := filterReads != nil
+	for i, e := range exprs {
+		projReads[i] = readColumns(scope, len(n.Fields()), e)
+		known = known && projReads[i] != nil
+	}
+	if known {
+		c.filterReads, c.projReads = filterReads, projReads
 	}
 	assignUID(c, "")
 	return c, nil

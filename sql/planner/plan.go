@@ -74,28 +74,23 @@ type Calc struct {
 	// procAttr is the output column that is the processing-time attribute
 	// plus one (0: none); see proctimeOf.
 	procAttr int
-	// reads is what Reads returns; filterReads and projReads are its
-	// parts (set with it): what the filter and each projection read.
-	reads       []bool
+	// filterReads and projReads are the input columns the filter and
+	// each projection read (see ReadsFor); both nil when that is not
+	// known.
 	filterReads []bool
 	projReads   [][]bool
 }
 
-// Reads returns which input columns the filter and the projections read
-// (true at their index), or nil when that is not known: any column may
-// be read.
-func (n *Calc) Reads() []bool { return n.reads }
-
-// ReadsFor is Reads for a consumer that reads only the output columns
-// marked in out (nil: all of them): which input columns the filter and
-// those columns' projections read, or nil when that is not known.
+// ReadsFor returns which input columns (true at their index) the filter
+// and the projections of the output columns marked in out (nil: all of
+// them) read, or nil when that is not known: any column may be read.
 func (n *Calc) ReadsFor(out []bool) []bool {
-	if out == nil || n.reads == nil || len(n.projReads) != len(n.Projs) {
-		return n.reads
+	if n.filterReads == nil {
+		return nil
 	}
 	reads := slices.Clone(n.filterReads)
 	for i, pr := range n.projReads {
-		if i < len(out) && !out[i] {
+		if out != nil && i < len(out) && !out[i] {
 			continue
 		}
 		for c, r := range pr {
