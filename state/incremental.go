@@ -616,7 +616,7 @@ func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq u
 	// have the same seq.
 	f = chainFile{name: fmt.Sprintf("mem-%s-%d.merged.base", inc.token, seq), base: true, applies: b.rng, seq: seq}
 	err = writeChainFile(sw.WriteUnpinned, &f, func(fw *fileWriter) error {
-		var data, sec []byte
+		var data []byte
 		for kg := b.rng.Start; kg < b.rng.End && fw.err == nil; kg++ {
 			if inc.closing.Load() {
 				return errClosing
@@ -634,8 +634,7 @@ func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq u
 					continue
 				}
 				data = appendEntriesDelimited(data[:0], es)
-				sec = appendFileSection(sec[:0], kg, t.name, len(es), data)
-				fw.writeSection(sec, len(es))
+				fw.writeSection(kg, t.name, len(es), data)
 			}
 		}
 		return nil
@@ -699,7 +698,7 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 		}
 	}
 	err := writeChainFile(write, &f, func(fw *fileWriter) error {
-		var scratch, sec []byte
+		var scratch []byte
 		tables := c.frozen
 		for kg := c.rng.Start; kg < c.rng.End && fw.err == nil; kg++ {
 			if base && inc.closing.Load() {
@@ -719,16 +718,14 @@ func (c *incrCapture) writeFile(write func(string, func(io.Writer) error) error,
 					f.dead += dead
 				}
 				if n > 0 {
-					sec = appendFileSection(sec[:0], kg, c.names[i], n, scratch)
-					fw.writeSection(sec, n)
+					fw.writeSection(kg, c.names[i], n, scratch)
 				}
 			}
 			if base {
 				for i, p := range c.pending {
 					for _, g := range c.delimited[i] {
 						if g.kg == kg {
-							sec = appendFileSection(sec[:0], kg, p.name, g.entries, g.data)
-							fw.writeSection(sec, g.entries)
+							fw.writeSection(kg, p.name, g.entries, g.data)
 						}
 					}
 				}
@@ -772,13 +769,25 @@ type fileWriter struct {
 	n       int64
 	entries int64
 	err     error
+	// head is the room of a section's header.
+	head []byte
 }
 
-// writeSection writes a section of n entries.
-func (fw *fileWriter) writeSection(sec []byte, n int) {
-	fw.write(sec)
+// writeSection writes the section of table name in key group kg, its n
+// entries delimited in data: the header, then data as it is (a state's
+// sections run to megabytes, not copied once more behind a header).
+func (fw *fileWriter) writeSection(kg int, name string, n int, data []byte) {
+	h := binary.AppendUvarint(fw.head[:0], uint64(kg))
+	h = binary.AppendUvarint(h, uint64(len(name)))
+	h = append(h, name...)
+	h = binary.AppendUvarint(h, uint64(n))
+	h = binary.AppendUvarint(h, uint64(len(data)))
+	fw.head = h
+	fw.write(h)
+	fw.write(data)
 	fw.entries += int64(n)
 }
+
 
 func (fw *fileWriter) write(p []byte) {
 	if fw.err != nil {
@@ -804,11 +813,6 @@ const (
 	kindBase  = 'B'
 	kindDelta = 'D'
 )
-
-func appendFileSection(dst []byte, kg int, name string, entries int, data []byte) []byte {
-	dst = binary.AppendUvarint(dst, uint64(kg))
-	return appendSection(dst, name, entries, data)
-}
 
 // fileSection is one section of a chain file.
 type fileSection struct {
