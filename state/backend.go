@@ -305,7 +305,7 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		return nil, fmt.Errorf("capturing memory state after a failed restore: %w", b.broken)
 	}
 	c := &memoryCapture{rng: b.rng}
-	changes, whole := b.captureMode()
+	changes, whole, track := b.captureMode()
 	for _, t := range b.tables {
 		c.names = append(c.names, t.Name())
 		cc, ok := t.(changeCapturer)
@@ -359,7 +359,18 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 	})
 	if b.inc != nil {
 		b.inc.checkpointCaptured(b.inc.now())
-		return b.captureIncremental(c, changes, false, whole), nil
+		untracked := b.inc.untracked
+		if untracked == track {
+			for _, t := range b.tables {
+				if cc, ok := t.(changeCapturer); ok {
+					cc.trackChanges(track)
+				}
+			}
+			b.inc.mu.Lock()
+			b.inc.untracked = !track
+			b.inc.mu.Unlock()
+		}
+		return b.captureIncremental(c, changes, false, whole, untracked), nil
 	}
 	return c, nil
 }

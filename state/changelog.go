@@ -161,6 +161,25 @@ func (c *kgChanges[K, V]) restart() {
 	c.keys, c.olds, c.deleted, c.dup, c.changeCounts = c.keys[:0], c.olds[:0], c.deleted[:0], false, changeCounts{}
 }
 
+// trackChanges implements changeCapturer. Stopped, the key groups hold no
+// change lists, and the writes list nothing; started again, each gets an
+// empty one the size of its arrays.
+func (t *cowTable[K, V]) trackChanges(on bool) {
+	if t.changelog == on {
+		return
+	}
+	t.changelog = on
+	// lastSlot's change list is the one dropped or replaced.
+	t.lastSlot, t.lastChanges = nil, nil
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.changes = nil
+		if on {
+			t.growChanges(s, len(s.slots))
+		}
+	}
+}
+
 // growChanges gives s, whose arrays grow to c slots, a change list of that
 // size holding the keys listed so far (grow moves their bits).
 func (t *cowTable[K, V]) growChanges(s *kgTable[K, V], c int) {

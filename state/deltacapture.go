@@ -40,6 +40,10 @@ type changeCapturer interface {
 	checkpointed()
 	// len returns how many entries the table holds.
 	len() int
+	// trackChanges starts (on) or stops the table's change lists: a
+	// capture after an interval without them must freeze the tables for
+	// a base.
+	trackChanges(on bool)
 }
 
 // changedEntry is one entry a capture of changes holds: a listed key with

@@ -41,3 +41,7 @@ const WholeBases = wholeBases
 // SetMinWholeBytes sets the fewest bytes of a checkpoint's files that
 // make b's next checkpoints whole (see wholeBases).
 func SetMinWholeBytes(b *MemoryBackend, n int64) { b.inc.minWhole = n }
+
+// Tracking reports whether v's table records its changes for deltas
+// (see trackChanges).
+func Tracking[K comparable, V any](v *ValueState[K, V]) bool { return v.t.changelog }

@@ -136,9 +136,20 @@ const maxChainFiles = 1000
 // (incrState.whole), as without incremental checkpoints; then one writes
 // a delta again, to measure anew. A state that grows, or changes in part
 // between checkpoints, writes less than that.
+//
+// A chain with no written base to measure by (a new job's, whose first
+// files are deltas of everything, or a restored one's) estimates the
+// state's bytes as its entries times the mean size of the entries the
+// checkpoint's files hold: the checkpoint's files then start whole
+// checkpoints once they hold wholeEntries times as many entries as the
+// tables. The margin covers the estimate's error (deletions are short
+// entries) and a new state's first checkpoint, whose files hold every
+// entry once: a state that only grows holds as many entries as its
+// first checkpoint's files, one that churns several times as many.
 const (
 	wholeBases    = 8
 	minWholeBytes = 4 << 20
+	wholeEntries  = 2
 )
 
 // Validate checks the options and fills in defaults.
@@ -248,12 +259,17 @@ type incrState struct {
 	// snapshot, or the chain was lost).
 	full bool
 	// whole: the state churns faster than deltas pay (see wholeBases):
-	// checkpoints freeze the tables and write bases, wholeLeft more of
-	// them. minWhole is the fewest bytes of a checkpoint's files that
-	// start it (minWholeBytes; tests lower it).
+	// checkpoints freeze the tables and write bases, wholeLeft more
+	// captures of them (counted down by captureMode). minWhole is the
+	// fewest bytes of a checkpoint's files that start it (minWholeBytes;
+	// tests lower it).
 	whole     bool
 	wholeLeft int
 	minWhole  int64
+	// untracked: the tables record no changes (trackChanges), as the
+	// capture after the last one is whole too (task goroutine writes it,
+	// under mu).
+	untracked bool
 	// matRunning: the materialization goroutine runs (compact); matDone
 	// is the base it wrote, not yet listed; matErr is its failure,
 	// reported by the next checkpoint.
@@ -290,6 +306,10 @@ type incrCapture struct {
 	// capture of a checkpoint (not counted for a preemptive one).
 	whole   bool
 	entries int64
+	// untracked: the tables recorded no changes between the capture
+	// before and this one, so no delta can hold them: a delta after this
+	// capture, if it is not persisted, cannot be written.
+	untracked bool
 	// preemptive: a capture of changes taken between checkpoints to write
 	// them ahead (PersistPreemptively); file is its file once written.
 	preemptive bool
@@ -299,25 +319,53 @@ type incrCapture struct {
 // captureMode says whether the next checkpoint's capture captures the
 // tables' changes only (changes: when the chain exists and the checkpoint
 // will write a delta onto it), or freezes them for a base because the
-// state churns (whole, see wholeBases).
-func (b *MemoryBackend) captureMode() (changes, whole bool) {
+// state churns (whole, see wholeBases), and whether the tables record
+// their changes after it (track): not while more whole captures follow,
+// which need none (each change otherwise lists its key, and the old
+// value of a table that diffs values). The capture after an untracked
+// interval is whole, whatever else the backend decided.
+func (b *MemoryBackend) captureMode() (changes, whole, track bool) {
 	inc := b.inc
 	if inc == nil {
-		return false, false
+		return false, false, false
 	}
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	if inc.whole {
-		return false, true
+		inc.wholeLeft--
+		inc.whole = inc.wholeLeft > 0
+		return false, true, !inc.whole
 	}
-	return len(inc.chain) > 0 && !inc.full, false
+	if inc.untracked {
+		return false, true, true
+	}
+	return len(inc.chain) > 0 && !inc.full, false, true
+}
+
+// errUntracked fails a delta over a capture whose changes no table
+// recorded.
+func errUntracked(seq uint64) error {
+	return fmt.Errorf("writing memory state: the changes before capture %d were not recorded (it was to be written whole, and was not); the next checkpoint writes the state whole", seq)
+}
+
+// untrackedBefore returns the first of captures whose changes were not
+// recorded, or nil.
+func untrackedBefore(captures []*incrCapture) *incrCapture {
+	for _, u := range captures {
+		if u.untracked {
+			return u
+		}
+	}
+	return nil
 }
 
 // captureIncremental wraps the capture c of a backend with incremental
 // checkpoints: of the tables' changes only (changes), for a preemptive
-// persist when preemptive is set, of frozen tables for a base when whole.
-func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes, preemptive, whole bool) *incrCapture {
-	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, preemptive: preemptive, whole: whole}
+// persist when preemptive is set, of frozen tables for a base when whole,
+// after an interval in which the tables recorded no changes when
+// untracked.
+func (b *MemoryBackend) captureIncremental(c *memoryCapture, changes, preemptive, whole, untracked bool) *incrCapture {
+	ic := &incrCapture{memoryCapture: *c, b: b, changes: changes, preemptive: preemptive, whole: whole, untracked: untracked}
 	for _, t := range b.tables {
 		if cc, ok := t.(changeCapturer); ok && !preemptive {
 			ic.entries += int64(cc.len())
@@ -442,6 +490,9 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		// values. This checkpoint lists the chain as it was at its
 		// capture, and a delta of its own changes and those of the
 		// captures then unpersisted.
+		if u := untrackedBefore(c.before); u != nil {
+			return nil, errUntracked(u.seq)
+		}
 		for _, f := range c.chainAt {
 			if !sw.Has(f.name) {
 				return nil, fmt.Errorf("writing memory state: shared file %s of the chain of capture %d is gone", f.name, c.seq)
@@ -473,13 +524,18 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		inc.dropUnpersisted(c.seq)
 		inc.chain, inc.lastSeq, inc.full = []chainFile{f}, c.seq, false
 		inc.baseBytes, inc.deadBytes = f.size, 0
-		if c.whole {
-			// The last of the run is followed by a delta.
-			inc.wholeLeft--
-			inc.whole = inc.wholeLeft > 0
-		}
 		inc.mu.Unlock()
 		return c.manifest([]chainFile{f}), nil
+	}
+	if u := untrackedBefore(earlier); u != nil {
+		// A whole capture after an untracked interval was not persisted
+		// (it failed, or was discarded): this delta cannot hold what
+		// changed before it.
+		inc.mu.Lock()
+		inc.full = true
+		inc.dropUnpersisted(c.seq)
+		inc.mu.Unlock()
+		return nil, errUntracked(u.seq)
 	}
 
 	usedBase := false
@@ -516,12 +572,13 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 			break
 		}
 	}
-	// The bytes of this checkpoint's files.
-	var written int64
+	// The bytes and entries of this checkpoint's files.
+	var written, writtenEntries int64
 	for _, f := range pre {
 		chain = append(chain, f)
 		deadBytes += f.dead
 		written += f.size
+		writtenEntries += f.entries
 	}
 	earlier = earlier[len(pre):]
 	changed := c.hasChanges(earlier)
@@ -533,6 +590,7 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 		chain = append(chain, f)
 		deadBytes += f.dead
 		written += f.size
+		writtenEntries += f.entries
 	}
 
 	inc.mu.Lock()
@@ -545,11 +603,16 @@ func (c *incrCapture) PersistFiles(sf SharedFiles) (*FileState, error) {
 	// The chain's base, merged or written by a whole checkpoint, holds
 	// the state's live bytes as of its capture; as many more now as the
 	// tables hold more entries (a state that grows holds more than its
-	// base).
-	if len(chain) > 0 && chain[0].base && chain[0].entries > 0 && !inc.full {
-		base := chain[0]
-		live := float64(base.size) * max(1, float64(c.entries)/float64(base.entries))
-		if written >= inc.minWhole && float64(written) >= live {
+	// base). Without one, the entries tell (see wholeEntries).
+	if len(chain) > 0 && written >= inc.minWhole && !inc.full {
+		var churns bool
+		if base := chain[0]; base.base && base.entries > 0 {
+			live := float64(base.size) * max(1, float64(c.entries)/float64(base.entries))
+			churns = float64(written) >= live
+		} else {
+			churns = writtenEntries >= wholeEntries*c.entries
+		}
+		if churns {
 			inc.whole, inc.wholeLeft = true, wholeBases
 		}
 	}
@@ -787,7 +850,6 @@ func (fw *fileWriter) writeSection(kg int, name string, n int, data []byte) {
 	fw.write(data)
 	fw.entries += int64(n)
 }
-
 
 func (fw *fileWriter) write(p []byte) {
 	if fw.err != nil {

@@ -198,7 +198,7 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	}
 	inc.mu.Lock()
 	sw := inc.shared
-	ready := sw != nil && !inc.full && !inc.whole && !inc.preRunning && inc.matErr == nil && !inc.closing.Load()
+	ready := sw != nil && !inc.full && !inc.whole && !inc.untracked && !inc.preRunning && inc.matErr == nil && !inc.closing.Load()
 	for _, u := range inc.unpersisted {
 		if !u.preemptive || u.file == nil {
 			ready = false
@@ -218,7 +218,7 @@ func (b *MemoryBackend) PersistPreemptively() error {
 		c.names = append(c.names, cc.Name())
 		c.frozen = append(c.frozen, cc.captureChanges())
 	}
-	ic := b.captureIncremental(c, true, true, false)
+	ic := b.captureIncremental(c, true, true, false, false)
 	go ic.persistPreemptively(sw)
 	return nil
 }

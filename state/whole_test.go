@@ -1,8 +1,10 @@
 package state_test
 
 import (
+	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,33 +18,105 @@ func wholeBase(fs *state.FileState) bool {
 	return len(fs.Shared) == 1 && strings.HasSuffix(fs.Shared[0], ".base") && !strings.HasSuffix(fs.Shared[0], ".merged.base")
 }
 
-// churnRounds takes rounds checkpoints of a table that round writes
-// before each, on a backend with incremental checkpoints that merges a
-// base once 1 KiB of the chain is redundant and may write whole
-// checkpoints from 1 byte on; it returns each checkpoint's file state and
-// the shared files.
-func churnRounds(t *testing.T, rounds int, round func(r int, v *state.ValueState[int64, string])) ([]*state.FileState, *dirShared) {
+// churnBackend opens a backend with incremental checkpoints that merges a
+// base once materialize bytes of the chain are redundant and may write
+// whole checkpoints from 1 byte on, with a table v, and shared files.
+func churnBackend(t *testing.T, materialize int64) (*state.MemoryBackend, *state.ValueState[int64, string], *dirShared) {
 	t.Helper()
 	sf := &dirShared{dir: t.TempDir()}
-	b := openIncremental(t, 1024, state.KeyGroupRange{Start: 0, End: incMaxP})
+	b := openIncremental(t, materialize, state.KeyGroupRange{Start: 0, End: incMaxP})
 	t.Cleanup(func() { b.Close() })
 	state.SetMinWholeBytes(b, 1)
 	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[string]())
 	if err != nil {
 		t.Fatal(err)
 	}
+	return b, v, sf
+}
+
+// churnRounds takes rounds checkpoints of a table that round writes
+// before each, on a churnBackend; it returns each checkpoint's file state,
+// whether the table recorded its changes after it, and the shared files.
+func churnRounds(t *testing.T, materialize int64, rounds int, round func(r int, v *state.ValueState[int64, string])) ([]*state.FileState, []bool, *dirShared) {
+	t.Helper()
+	b, v, sf := churnBackend(t, materialize)
 	var out []*state.FileState
+	var tracked []bool
 	for r := range rounds {
 		round(r, v)
 		fs := statetest.PersistFiles(t, b, sf)
 		out = append(out, fs)
+		tracked = append(tracked, state.Tracking(v))
 		if wholeBase(fs) && state.SharedShards(v) == 0 {
 			t.Fatalf("round %d wrote a base of its own with no key group frozen", r)
 		}
 		// A materialization runs beside the checkpoints: give it time.
 		time.Sleep(time.Millisecond)
 	}
-	return out, sf
+	return out, tracked, sf
+}
+
+// restoredKeys restores fss into a new backend and returns its table's
+// entries.
+func restoredKeys(t *testing.T, sf *dirShared, fs *state.FileState) map[int64]string {
+	t.Helper()
+	r := openIncremental(t, 1024, state.KeyGroupRange{Start: 0, End: incMaxP})
+	defer r.Close()
+	if err := r.RestoreFiles([]*state.FileState{fs}, sf); err != nil {
+		t.Fatal(err)
+	}
+	rv, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64]string{}
+	rv.Range(func(k int64, val string) bool {
+		got[k] = val
+		return true
+	})
+	return got
+}
+
+// churnPer is how many keys a round of churnRound or growRound puts.
+const churnPer = 200
+
+// churnValue is key k's value in churnRound.
+func churnValue(k int64) string {
+	return strings.Repeat("x", 100) + string(rune('a'+k%26))
+}
+
+// churnRound deletes the keys of round r-1 and puts those of round r:
+// churnPer keys from r*churnPer, each of churnValue. Every key lives one
+// checkpoint interval, as a join's rows that expire seconds after they
+// came.
+func churnRound(r int, v *state.ValueState[int64, string]) {
+	for k := int64(r-1) * churnPer; r > 0 && k < int64(r)*churnPer; k++ {
+		v.Delete(k)
+	}
+	for k := int64(r) * churnPer; k < int64(r+1)*churnPer; k++ {
+		v.Put(k, churnValue(k))
+	}
+}
+
+// churnKeys is the table after churnRound r.
+func churnKeys(r int) map[int64]string {
+	want := map[int64]string{}
+	for k := int64(r) * churnPer; k < int64(r+1)*churnPer; k++ {
+		want[k] = churnValue(k)
+	}
+	return want
+}
+
+// growRound puts the churnPer keys of round r and rewrites a tenth of
+// those of the rounds before: a state that grows.
+func growRound(r int, v *state.ValueState[int64, string]) {
+	pad := strings.Repeat("y", 100)
+	for k := int64(r) * churnPer; k < int64(r+1)*churnPer; k++ {
+		v.Put(k, pad)
+	}
+	for k := int64(0); k < int64(r)*churnPer; k += 10 {
+		v.Put(k, pad+"!")
+	}
 }
 
 // TestMemoryIncrementalWholeCheckpoints checks that a state whose every
@@ -52,19 +126,7 @@ func churnRounds(t *testing.T, rounds int, round func(r int, v *state.ValueState
 // delta measures the churn again, and the checkpoints go whole again. A
 // whole checkpoint restores the state as of its capture.
 func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
-	const keys = 200
-	pad := strings.Repeat("x", 100)
-	value := func(k int64) string { return pad + string(rune('a'+k%26)) }
-	// Round r holds keys r*keys .. r*keys+keys-1, the last round's gone.
-	churn := func(r int, v *state.ValueState[int64, string]) {
-		for k := int64(r-1) * keys; r > 0 && k < int64(r)*keys; k++ {
-			v.Delete(k)
-		}
-		for k := int64(r) * keys; k < int64(r+1)*keys; k++ {
-			v.Put(k, value(k))
-		}
-	}
-	fss, sf := churnRounds(t, 60, churn)
+	fss, tracked, sf := churnRounds(t, 1024, 60, churnRound)
 	first := slices.IndexFunc(fss, wholeBase)
 	if first < 0 {
 		t.Fatal("no checkpoint of a state that churns entirely was written whole")
@@ -87,27 +149,21 @@ func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
 	if !wholeBase(fss[run+1]) {
 		t.Fatalf("the delta after the whole checkpoints did not make them whole again: checkpoint %d lists %v", run+1, fss[run+1].Shared)
 	}
-
-	// A whole checkpoint restores its round's keys, and nothing else.
-	r := openIncremental(t, 1024, state.KeyGroupRange{Start: 0, End: incMaxP})
-	defer r.Close()
-	if err := r.RestoreFiles([]*state.FileState{fss[first+1]}, sf); err != nil {
-		t.Fatal(err)
-	}
-	rv, err := state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[string]())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	rv.Range(func(k int64, val string) bool {
-		if k/keys != int64(first+1) || val != value(k) {
-			t.Errorf("restored %d = %q: not a key of round %d", k, val, first+1)
+	// The table records no changes between two whole captures; from the
+	// last one on, for the delta after it, again.
+	for i, on := range tracked[:run+1] {
+		if want := i < first || i >= run-1; on != want {
+			t.Fatalf("after checkpoint %d (whole %d..%d) the table records changes: %v, want %v", i, first, run-1, on, want)
 		}
-		n++
-		return true
-	})
-	if n != keys {
-		t.Fatalf("restored %d keys, want %d", n, keys)
+	}
+
+	// A whole checkpoint restores its round's keys, and nothing else; so
+	// does the delta after the last whole one, which holds the changes
+	// since it.
+	for _, i := range []int{first + 1, run} {
+		if got, want := restoredKeys(t, sf, fss[i]), churnKeys(i); !maps.Equal(got, want) {
+			t.Fatalf("checkpoint %d (%v) restored %d keys, want round %d's %d", i, fss[i].Shared, len(got), i, len(want))
+		}
 	}
 }
 
@@ -115,17 +171,7 @@ func TestMemoryIncrementalWholeCheckpoints(t *testing.T) {
 // grows, rewriting a tenth of its keys each checkpoint, is never written
 // whole: its deltas stay smaller than the base a materialization writes.
 func TestMemoryIncrementalGrowingStateStaysDelta(t *testing.T) {
-	const keys = 200
-	pad := strings.Repeat("y", 100)
-	grow := func(r int, v *state.ValueState[int64, string]) {
-		for k := int64(r) * keys; k < int64(r+1)*keys; k++ {
-			v.Put(k, pad)
-		}
-		for k := int64(0); k < int64(r)*keys; k += 10 {
-			v.Put(k, pad+"!")
-		}
-	}
-	fss, _ := churnRounds(t, 60, grow)
+	fss, _, _ := churnRounds(t, 1024, 60, growRound)
 	merged := false
 	for i, fs := range fss {
 		if wholeBase(fs) {
@@ -135,5 +181,140 @@ func TestMemoryIncrementalGrowingStateStaysDelta(t *testing.T) {
 	}
 	if !merged {
 		t.Fatal("no materialization wrote a base: the test measured nothing")
+	}
+}
+
+// noMaterialize is a materialization volume no test reaches: the chains
+// of these tests keep their first files, deltas, as their base.
+const noMaterialize = 1 << 40
+
+// TestMemoryIncrementalWholeWithoutBase checks that a state whose keys
+// die before the checkpoint after them, written ahead late in each
+// interval (q7's join), goes whole with no base to measure it by: a new
+// job's chain, whose first file is a delta. The first checkpoints' files
+// hold each live entry about once, as a growing state's do, and stay
+// deltas; the one whose files also hold what was written ahead holds
+// twice the table's entries and makes the next checkpoints whole.
+func TestMemoryIncrementalWholeWithoutBase(t *testing.T) {
+	const keys = 2000 // more than a persist ahead needs
+	sf := &dirShared{dir: t.TempDir()}
+	b := openIncremental(t, noMaterialize, state.KeyGroupRange{Start: 0, End: incMaxP})
+	defer b.Close()
+	b.UseShared(sf)
+	state.SetMinWholeBytes(b, 1)
+	var clock atomic.Int64
+	state.SetClock(b, func() time.Time { return time.Unix(0, clock.Load()) })
+	v, err := state.NewValue(b, "v", state.CodecFor[int64](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad := strings.Repeat("x", 100)
+	batch := func(i int, put bool) {
+		for k := int64(i) * keys; k < int64(i+1)*keys; k++ {
+			if put {
+				v.Put(k, pad)
+			} else {
+				v.Delete(k)
+			}
+		}
+	}
+	// Round r puts batch 2r, writes it ahead in round 2 (late in the
+	// interval, where a table whose keys die within one is written
+	// ahead), then replaces it by batch 2r+1, which the next round
+	// deletes.
+	var fss []*state.FileState
+	for r := range 5 {
+		clock.Store(int64(r) * int64(time.Second))
+		if r > 0 {
+			batch(2*r-1, false)
+		}
+		batch(2*r, true)
+		if r == 2 {
+			clock.Store(int64(r)*int64(time.Second) + int64(800*time.Millisecond))
+			persistAhead(t, b, sf, 1)
+		}
+		batch(2*r, false)
+		batch(2*r+1, true)
+		clock.Store(int64(r+1) * int64(time.Second))
+		fss = append(fss, statetest.PersistFiles(t, b, sf))
+	}
+	for i, fs := range fss[:3] {
+		if wholeBase(fs) || len(fs.Shared) < i+1 {
+			t.Fatalf("checkpoint %d lists %v, want the chain of the deltas", i, fs.Shared)
+		}
+	}
+	if !slices.ContainsFunc(fss[2].Shared, func(n string) bool { return strings.HasSuffix(n, ".pre") }) {
+		t.Fatalf("checkpoint 2 lists %v, without the file written ahead for it: the test measures nothing", fss[2].Shared)
+	}
+	for i, fs := range fss[3:] {
+		if !wholeBase(fs) {
+			t.Fatalf("checkpoint %d lists %v, want a base of its own", i+3, fs.Shared)
+		}
+	}
+}
+
+// TestMemoryIncrementalGrowingStateWithoutBaseStaysDelta checks that a
+// state that grows, rewriting a tenth of its keys each checkpoint, is
+// never written whole when no materialization writes a base: its
+// checkpoints' files hold fewer entries than the table.
+func TestMemoryIncrementalGrowingStateWithoutBaseStaysDelta(t *testing.T) {
+	fss, _, _ := churnRounds(t, noMaterialize, 30, growRound)
+	for i, fs := range fss {
+		if wholeBase(fs) {
+			t.Fatalf("checkpoint %d of a growing state was written whole: %v", i, fs.Shared)
+		}
+		if len(fs.Shared) != i+1 {
+			t.Fatalf("checkpoint %d lists %v, want the chain of its deltas", i, fs.Shared)
+		}
+	}
+}
+
+// TestMemoryIncrementalUntrackedCaptureLost checks that when the last
+// whole capture of a run, after which the tables record changes again,
+// is never persisted (its checkpoint failed or was discarded), the delta
+// after it fails rather than lose what changed before that capture, and
+// the checkpoint after writes the state whole, as it is.
+func TestMemoryIncrementalUntrackedCaptureLost(t *testing.T) {
+	b, v, sf := churnBackend(t, 1024)
+	r := 0
+	first := -1
+	for ; first < 0 || r < first+state.WholeBases-1; r++ {
+		if r > 30 {
+			t.Fatal("no checkpoint of a state that churns entirely was written whole")
+		}
+		churnRound(r, v)
+		if fs := statetest.PersistFiles(t, b, sf); wholeBase(fs) && first < 0 {
+			first = r
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if state.Tracking(v) {
+		t.Fatal("the table records changes before the last whole capture of the run")
+	}
+	// The last whole capture, never persisted.
+	churnRound(r, v)
+	r++
+	if _, err := b.Capture(); err != nil {
+		t.Fatal(err)
+	}
+	if !state.Tracking(v) {
+		t.Fatal("the table records no changes after the last whole capture of the run")
+	}
+	churnRound(r, v)
+	r++
+	c, err := b.Capture()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := c.(state.FileCaptured).PersistFiles(sf); err == nil {
+		t.Fatalf("the delta after a lost untracked capture was written: %v", fs.Shared)
+	}
+	churnRound(r, v)
+	fs := statetest.PersistFiles(t, b, sf)
+	if !wholeBase(fs) {
+		t.Fatalf("the checkpoint after the failed delta lists %v, want a base of its own", fs.Shared)
+	}
+	if got, want := restoredKeys(t, sf, fs), churnKeys(r); !maps.Equal(got, want) {
+		t.Fatalf("restored %d keys, want round %d's %d", len(got), r, len(want))
 	}
 }
