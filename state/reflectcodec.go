@@ -23,7 +23,7 @@ type reflectCodec[T any] struct {
 }
 
 type encFn func(dst []byte, v reflect.Value) []byte
-type decFn func(src []byte, v reflect.Value) (int, error)
+type decFn func(src []byte, v reflect.Value, a *byteArena) (int, error)
 
 var (
 	binaryMarshaler   = reflect.TypeFor[encoding.BinaryMarshaler]()
@@ -61,9 +61,20 @@ func (c reflectCodec[T]) Append(dst []byte, v T) []byte {
 	return c.enc(dst, reflect.ValueOf(&v).Elem())
 }
 
+// NewDecoder implements RunDecoder: the strings and byte slices of the
+// values it decodes take their bytes from one byteArena.
+func (c reflectCodec[T]) NewDecoder() func(src []byte) (T, int, error) {
+	a := &byteArena{}
+	return func(src []byte) (T, int, error) {
+		var v T
+		n, err := c.dec(src, reflect.ValueOf(&v).Elem(), a)
+		return v, n, err
+	}
+}
+
 func (c reflectCodec[T]) Decode(src []byte) (T, int, error) {
 	var v T
-	n, err := c.dec(src, reflect.ValueOf(&v).Elem())
+	n, err := c.dec(src, reflect.ValueOf(&v).Elem(), nil)
 	return v, n, err
 }
 
@@ -122,7 +133,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					return append(dst, 1)
 				}
 				return append(dst, 0)
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				if len(src) < 1 {
 					return 0, short(path)
 				}
@@ -134,7 +145,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 			}, nil
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return func(dst []byte, v reflect.Value) []byte { return binary.AppendVarint(dst, v.Int()) },
-			func(src []byte, v reflect.Value) (int, error) {
+			func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				x, n := binary.Varint(src)
 				if n <= 0 {
 					return 0, short(path)
@@ -147,7 +158,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 			}, nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return func(dst []byte, v reflect.Value) []byte { return binary.AppendUvarint(dst, v.Uint()) },
-			func(src []byte, v reflect.Value) (int, error) {
+			func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				x, n := binary.Uvarint(src)
 				if n <= 0 {
 					return 0, short(path)
@@ -165,7 +176,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					f = *(*float32)(unsafe.Pointer(v.UnsafeAddr()))
 				}
 				return binary.LittleEndian.AppendUint64(dst, float32To64Bits(f))
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				if len(src) < 8 {
 					return 0, short(path)
 				}
@@ -175,7 +186,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 	case reflect.Float64:
 		return func(dst []byte, v reflect.Value) []byte {
 				return binary.LittleEndian.AppendUint64(dst, math.Float64bits(v.Float()))
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				if len(src) < 8 {
 					return 0, short(path)
 				}
@@ -187,7 +198,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 				c := v.Complex()
 				dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(real(c)))
 				return binary.LittleEndian.AppendUint64(dst, math.Float64bits(imag(c)))
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				if len(src) < 16 {
 					return 0, short(path)
 				}
@@ -200,12 +211,12 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 				s := v.String()
 				dst = binary.AppendUvarint(dst, uint64(len(s)))
 				return append(dst, s...)
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				l, n := binary.Uvarint(src)
 				if n <= 0 || l > uint64(len(src)-n) {
 					return 0, short(path)
 				}
-				v.SetString(string(src[n : n+int(l)]))
+				v.SetString(a.string(src[n : n+int(l)]))
 				return n + int(l), nil
 			}, nil
 	case reflect.Slice:
@@ -217,7 +228,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					b := v.Bytes()
 					dst = binary.AppendUvarint(dst, uint64(len(b))+1)
 					return append(dst, b...)
-				}, func(src []byte, v reflect.Value) (int, error) {
+				}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 					l, n := binary.Uvarint(src)
 					if n <= 0 || (l > 0 && l-1 > uint64(len(src)-n)) {
 						return 0, short(path)
@@ -226,9 +237,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 						v.SetZero()
 						return n, nil
 					}
-					b := make([]byte, l-1)
-					copy(b, src[n:])
-					v.SetBytes(b)
+					v.SetBytes(a.bytes(src[n : n+int(l-1)]))
 					return n + int(l-1), nil
 				}, nil
 		}
@@ -245,7 +254,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					dst = ee(dst, v.Index(i))
 				}
 				return dst
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				l, n := binary.Uvarint(src)
 				if n <= 0 {
 					return 0, short(path)
@@ -261,7 +270,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 				}
 				s := reflect.MakeSlice(t, int(l-1), int(l-1))
 				for i := 0; i < int(l-1); i++ {
-					k, err := ed(src[n:], s.Index(i))
+					k, err := ed(src[n:], s.Index(i), a)
 					if err != nil {
 						return 0, err
 					}
@@ -280,10 +289,10 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					dst = ee(dst, v.Index(i))
 				}
 				return dst
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				n := 0
 				for i := 0; i < v.Len(); i++ {
-					k, err := ed(src[n:], v.Index(i))
+					k, err := ed(src[n:], v.Index(i), a)
 					if err != nil {
 						return 0, err
 					}
@@ -325,7 +334,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					dst = append(dst, en.kv...)
 				}
 				return dst
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				l, n := binary.Uvarint(src)
 				if n <= 0 {
 					return 0, short(path)
@@ -342,12 +351,12 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 				for i := 0; i < int(l-1); i++ {
 					k.SetZero()
 					e.SetZero()
-					c, err := kd(src[n:], k)
+					c, err := kd(src[n:], k, a)
 					if err != nil {
 						return 0, err
 					}
 					n += c
-					if c, err = vd(src[n:], e); err != nil {
+					if c, err = vd(src[n:], e, a); err != nil {
 						return 0, err
 					}
 					n += c
@@ -366,7 +375,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					return append(dst, 0)
 				}
 				return ee(append(dst, 1), v.Elem())
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				if len(src) < 1 {
 					return 0, short(path)
 				}
@@ -375,7 +384,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					return 1, nil
 				}
 				p := reflect.New(t.Elem())
-				n, err := ed(src[1:], p.Elem())
+				n, err := ed(src[1:], p.Elem(), a)
 				if err != nil {
 					return 0, err
 				}
@@ -406,7 +415,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 					dst = f.enc(dst, fv)
 				}
 				return dst
-			}, func(src []byte, v reflect.Value) (int, error) {
+			}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 				n := 0
 				for _, f := range fields {
 					fv := v.Field(f.index)
@@ -416,7 +425,7 @@ func build(t reflect.Type, path string) (encFn, decFn, error) {
 						// through its address.
 						fv = reflect.NewAt(fv.Type(), unsafe.Pointer(fv.UnsafeAddr())).Elem()
 					}
-					k, err := f.dec(src[n:], fv)
+					k, err := f.dec(src[n:], fv, a)
 					if err != nil {
 						return 0, err
 					}
@@ -443,7 +452,7 @@ func lazy(t reflect.Type, path string) (encFn, decFn, error) {
 			return nil, nil, ct.err
 		}
 		return func(dst []byte, v reflect.Value) []byte { return ct.enc(dst, v) },
-			func(src []byte, v reflect.Value) (int, error) { return ct.dec(src, v) }, nil
+			func(src []byte, v reflect.Value, a *byteArena) (int, error) { return ct.dec(src, v, a) }, nil
 	}
 	building[t] = &compiledType{}
 	enc, dec, err := build(t, path)
@@ -471,7 +480,7 @@ func buildBinaryMarshaler(t reflect.Type, path string) (encFn, decFn, error) {
 			}
 			dst = binary.AppendUvarint(dst, uint64(len(b)))
 			return append(dst, b...)
-		}, func(src []byte, v reflect.Value) (int, error) {
+		}, func(src []byte, v reflect.Value, a *byteArena) (int, error) {
 			l, n := binary.Uvarint(src)
 			if n <= 0 || l > uint64(len(src)-n) {
 				return 0, short(path)
