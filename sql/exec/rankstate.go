@@ -8,6 +8,7 @@ import (
 
 	"github.com/clinkstream/clink/connector/changelog"
 	"github.com/clinkstream/clink/sql/types"
+	"github.com/clinkstream/clink/state"
 )
 
 // The state of a deduplication and of a Top-N over insert-only input is
@@ -70,7 +71,7 @@ func storedRowColumns(b []byte) (int, error) {
 
 // checkStoredRow checks that b is exactly one row's encoding.
 func checkStoredRow(b []byte) error {
-	_, n, err := types.DecodeRow(b)
+	n, err := types.CheckRow(b)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errRankState, err)
 	}
@@ -94,6 +95,19 @@ func (dedupCodec) Append(dst []byte, v dedupRow) []byte {
 }
 
 func (dedupCodec) Decode(src []byte) (dedupRow, int, error) {
+	return decodeDedup(src, nil)
+}
+
+// NewDecoder implements state.RunDecoder: the rows of a restore's run
+// share the chunks of a state.Arena.
+func (dedupCodec) NewDecoder() func(src []byte) (dedupRow, int, error) {
+	a := &state.Arena{}
+	return func(src []byte) (dedupRow, int, error) { return decodeDedup(src, a) }
+}
+
+// decodeDedup decodes a dedupRow, its bytes copied into a, or allocated
+// alone if a is nil.
+func decodeDedup(src []byte, a *state.Arena) (dedupRow, int, error) {
 	l, n := binary.Uvarint(src)
 	if n <= 0 || l > uint64(len(src)-n) {
 		return nil, 0, fmt.Errorf("%w: bad row length", errRankState)
@@ -102,7 +116,15 @@ func (dedupCodec) Decode(src []byte) (dedupRow, int, error) {
 	if err := checkStoredRow(b); err != nil {
 		return nil, 0, err
 	}
-	return dedupRow(append([]byte(nil), b...)), n + int(l), nil
+	return dedupRow(arenaCopy(a, b)), n + int(l), nil
+}
+
+// arenaCopy returns a copy of b in a, or allocated alone if a is nil.
+func arenaCopy(a *state.Arena, b []byte) []byte {
+	if a == nil {
+		return append([]byte(nil), b...)
+	}
+	return a.Copy(b)
 }
 
 // topRows is one partition's rows of a ROW_NUMBER Top-N over insert-only
@@ -126,11 +148,25 @@ func (topCodec) Append(dst []byte, v topRows) []byte {
 
 func (topCodec) Decode(src []byte) (topRows, int, error) {
 	var offs []int
-	end, err := topRows(src).records(&offs, true)
+	return decodeTop(src, &offs, nil)
+}
+
+// NewDecoder implements state.RunDecoder: the rows of a restore's run
+// share the chunks of a state.Arena.
+func (topCodec) NewDecoder() func(src []byte) (topRows, int, error) {
+	a := &state.Arena{}
+	var offs []int
+	return func(src []byte) (topRows, int, error) { return decodeTop(src, &offs, a) }
+}
+
+// decodeTop decodes a topRows with the room offs, its bytes copied into
+// a, or allocated alone if a is nil.
+func decodeTop(src []byte, offs *[]int, a *state.Arena) (topRows, int, error) {
+	end, err := topRows(src).records(offs, true)
 	if err != nil {
 		return nil, 0, err
 	}
-	return topRows(append([]byte(nil), src[:end]...)), end, nil
+	return topRows(arenaCopy(a, src[:end])), end, nil
 }
 
 // records sets *offs to the start of each row's encoding followed by the

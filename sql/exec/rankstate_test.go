@@ -247,3 +247,59 @@ func TestAppendTopNMatchesRowList(t *testing.T) {
 		}
 	}
 }
+
+// TestRankStateRunDecoders checks that the decoders of a restore's run of
+// values (which copy the values into a shared arena) decode each value of
+// the run as Decode does, and that no two share bytes an append could
+// overwrite.
+func TestRankStateRunDecoders(t *testing.T) {
+	rows := joinTestRows()
+	var tops, dedups []byte
+	var wantTop []topRows
+	var wantDedup []dedupRow
+	for i := range 50 {
+		rs := rows[:i%(len(rows)+1)]
+		v := topRowsOf(rs)
+		tops = topCodec{}.Append(tops, v)
+		wantTop = append(wantTop, v)
+		d := dedupRow(appendStoredRow(nil, rows[i%len(rows)]))
+		dedups = dedupCodec{}.Append(dedups, d)
+		wantDedup = append(wantDedup, d)
+	}
+	runTop := topCodec{}.NewDecoder()
+	runDedup := dedupCodec{}.NewDecoder()
+	var gotTop []topRows
+	var gotDedup []dedupRow
+	for src := tops; len(src) > 0; {
+		v, n, err := runTop(src)
+		if err != nil {
+			t.Fatalf("topRows %d: %v", len(gotTop), err)
+		}
+		one, m, _ := topCodec{}.Decode(src)
+		if m != n || !bytes.Equal(v, one) {
+			t.Fatalf("topRows %d: the run decoder read %d bytes %x, Decode %d bytes %x", len(gotTop), n, v, m, one)
+		}
+		gotTop, src = append(gotTop, v), src[n:]
+	}
+	for src := dedups; len(src) > 0; {
+		v, n, err := runDedup(src)
+		if err != nil {
+			t.Fatalf("dedupRow %d: %v", len(gotDedup), err)
+		}
+		gotDedup, src = append(gotDedup, v), src[n:]
+	}
+	clear(tops)
+	clear(dedups)
+	for i := range gotTop {
+		gotTop[i] = append(gotTop[i], 0xee)
+		gotDedup[i] = append(gotDedup[i], 0xee)
+	}
+	for i := range wantTop {
+		if !bytes.Equal(gotTop[i], append(slices.Clone(wantTop[i]), 0xee)) {
+			t.Fatalf("topRows %d: %x, want %x and the byte appended", i, gotTop[i], wantTop[i])
+		}
+		if !bytes.Equal(gotDedup[i], append(slices.Clone(wantDedup[i]), 0xee)) {
+			t.Fatalf("dedupRow %d: %x, want %x and the byte appended", i, gotDedup[i], wantDedup[i])
+		}
+	}
+}

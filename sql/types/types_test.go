@@ -247,12 +247,18 @@ func TestRowCodecRoundTrip(t *testing.T) {
 	if !rowsEqual(r, got) || r.String() != got.String() {
 		t.Fatalf("round trip:\n%s\n%s", r, got)
 	}
-	// Every truncation fails cleanly.
+	// Every truncation fails cleanly, and CheckRow says so too.
 	for i := 0; i < len(b); i++ {
 		var x Row
 		if err := x.UnmarshalBinary(b[:i]); err == nil {
 			t.Fatalf("truncated at %d decoded", i)
 		}
+		if _, err := CheckRow(b[:i]); err == nil {
+			t.Fatalf("truncated at %d checked", i)
+		}
+	}
+	if n, err := CheckRow(append(b, 0xff)); err != nil || n != len(b) {
+		t.Fatalf("CheckRow of a row and a byte after it: %d, %v; want %d", n, err, len(b))
 	}
 	// The state package's reflection codec uses the marshalers.
 	codec := state.CodecFor[Row]()
