@@ -101,7 +101,7 @@ func DecodeRow(src []byte) (Row, int, error) {
 // a state this way).
 func CheckRow(src []byte) (int, error) {
 	d := decoder{src: unsafe.String(unsafe.SliceData(src), len(src))}
-	_, err := d.row()
+	err := d.skipRow()
 	return d.off, err
 }
 
@@ -244,25 +244,46 @@ func (d *decoder) count(what string, min int) (int, error) {
 }
 
 func (d *decoder) row() (Row, error) {
-	k, err := d.byte("row kind")
+	k, n, err := d.rowHeader()
 	if err != nil {
 		return Row{}, err
 	}
-	if k > byte(changelog.Delete) {
-		d.off--
-		return Row{}, d.fail("row kind")
-	}
-	n, err := d.count("column count", 1)
-	if err != nil {
-		return Row{}, err
-	}
-	r := Row{Kind: changelog.RowKind(k), Values: make([]Value, n)}
+	r := Row{Kind: k, Values: make([]Value, n)}
 	for i := range r.Values {
 		if r.Values[i], err = d.value(0); err != nil {
 			return Row{}, err
 		}
 	}
 	return r, nil
+}
+
+// rowHeader reads a row's kind and column count.
+func (d *decoder) rowHeader() (changelog.RowKind, int, error) {
+	k, err := d.byte("row kind")
+	if err != nil {
+		return 0, 0, err
+	}
+	if k > byte(changelog.Delete) {
+		d.off--
+		return 0, 0, d.fail("row kind")
+	}
+	n, err := d.count("column count", 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	return changelog.RowKind(k), n, nil
+}
+
+// skipRow reads a row as row does, keeping none of its values.
+func (d *decoder) skipRow() error {
+	_, n, err := d.rowHeader()
+	for range n {
+		if err != nil {
+			break
+		}
+		_, err = d.value(0)
+	}
+	return err
 }
 
 func (d *decoder) value(depth int) (Value, error) {
