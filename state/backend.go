@@ -305,6 +305,28 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 		return nil, fmt.Errorf("capturing memory state after a failed restore: %w", b.broken)
 	}
 	c := &memoryCapture{rng: b.rng}
+	// State restored for tables the operator has not registered (yet)
+	// still belongs to the checkpoint. Merged entries are delimited once,
+	// for this capture and the next ones, so that they hold no file's
+	// bytes.
+	for name, groups := range b.restored {
+		for i, g := range groups {
+			if g.merged != nil || g.lazy != nil {
+				es, err := g.mergedEntries()
+				if err != nil {
+					return nil, fmt.Errorf("capturing state %q restored but not registered: %w", name, err)
+				}
+				groups[i] = restoredGroup{kg: g.kg, entries: len(es), delim: appendEntriesDelimited(nil, es)}
+			}
+		}
+		c.pending = append(c.pending, pendingTable{name: name, groups: slices.Clone(groups)})
+	}
+	// Nothing points into the restored files any more.
+	if err := b.maps.release(); err != nil {
+		return nil, err
+	}
+	// The tables come last: a capture of their changes empties their
+	// change lists, which a failure after it would lose.
 	changes, whole, track := b.captureMode()
 	for _, t := range b.tables {
 		c.names = append(c.names, t.Name())
@@ -327,26 +349,6 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 				}
 			}
 		}
-	}
-	// State restored for tables the operator has not registered (yet)
-	// still belongs to the checkpoint. Merged entries are delimited once,
-	// for this capture and the next ones, so that they hold no file's
-	// bytes.
-	for name, groups := range b.restored {
-		for i, g := range groups {
-			if g.merged != nil || g.lazy != nil {
-				es, err := g.mergedEntries()
-				if err != nil {
-					return nil, fmt.Errorf("capturing state %q restored but not registered: %w", name, err)
-				}
-				groups[i] = restoredGroup{kg: g.kg, entries: len(es), delim: appendEntriesDelimited(nil, es)}
-			}
-		}
-		c.pending = append(c.pending, pendingTable{name: name, groups: slices.Clone(groups)})
-	}
-	// Nothing points into the restored files any more.
-	if err := b.maps.release(); err != nil {
-		return nil, err
 	}
 	slices.SortFunc(c.pending, func(x, y pendingTable) int {
 		if x.name < y.name {
