@@ -13,8 +13,9 @@ import "unsafe"
 // to one, or appending to it, leaves the others alone; only the garbage
 // collector sees them share a chunk, which lives while any of them does.
 // Chunks grow with the bytes handed out (minArenaChunk to maxArenaChunk),
-// so that a short run maps little it does not use; values longer than
-// maxArenaValue get an allocation of their own, mapped the same way.
+// so that a short run (a key group of a sparse table: a job may have
+// thousands) leaves little unused; values longer than maxArenaValue get
+// an allocation of their own, mapped the same way.
 type byteArena struct {
 	free []byte
 	// used is how many bytes the arena handed out.
@@ -22,7 +23,7 @@ type byteArena struct {
 }
 
 const (
-	minArenaChunk = 16 << 10
+	minArenaChunk = 512
 	maxArenaChunk = 256 << 10
 	maxArenaValue = 16 << 10
 )
@@ -40,7 +41,7 @@ func (a *byteArena) bytes(src []byte) []byte {
 		populate(unsafe.Pointer(unsafe.SliceData(b)), n)
 	default:
 		if len(a.free) < n {
-			c := min(max(minArenaChunk, a.used), maxArenaChunk)
+			c := min(max(minArenaChunk, n, a.used), maxArenaChunk)
 			a.free = make([]byte, c)
 			populate(unsafe.Pointer(unsafe.SliceData(a.free)), c)
 		}

@@ -75,3 +75,20 @@ func TestReflectCodecRunDecoder(t *testing.T) {
 		}
 	}
 }
+
+// TestByteArenaShortRun checks that a run of a few short values (a key
+// group of a sparse table) takes a chunk about their size, not one sized
+// for a long run: a job may decode thousands of such runs.
+func TestByteArenaShortRun(t *testing.T) {
+	var a byteArena
+	for range 3 {
+		a.bytes(make([]byte, 10))
+	}
+	if held := a.used + len(a.free); held > minArenaChunk {
+		t.Fatalf("three 10-byte values hold a chunk of %d bytes", held)
+	}
+	big := a.bytes(make([]byte, 3*minArenaChunk))
+	if len(big) != 3*minArenaChunk || cap(big) != len(big) {
+		t.Fatalf("a value longer than the chunk came back with %d bytes, room for %d", len(big), cap(big))
+	}
+}
