@@ -707,8 +707,17 @@ func (b *MemoryBackend) writeCompacted(sw SharedWriter, chain []chainFile, seq u
 
 // Discard implements the runtime's discard of a capture that will not be
 // persisted: its changes go into the next delta, so there is nothing to
-// do.
-func (c *incrCapture) Discard() error { return nil }
+// do, unless the tables recorded none before it (untracked): then no
+// delta can hold them, and the next checkpoint writes a base.
+func (c *incrCapture) Discard() error {
+	if c.untracked {
+		inc := c.b.inc
+		inc.mu.Lock()
+		inc.full = true
+		inc.mu.Unlock()
+	}
+	return nil
+}
 
 func (c *incrCapture) hasChanges(earlier []*incrCapture) bool {
 	for _, e := range append(earlier, c) {

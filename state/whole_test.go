@@ -271,50 +271,62 @@ func TestMemoryIncrementalGrowingStateWithoutBaseStaysDelta(t *testing.T) {
 
 // TestMemoryIncrementalUntrackedCaptureLost checks that when the last
 // whole capture of a run, after which the tables record changes again,
-// is never persisted (its checkpoint failed or was discarded), the delta
-// after it fails rather than lose what changed before that capture, and
-// the checkpoint after writes the state whole, as it is.
+// is never persisted (its checkpoint failed before its snapshot was
+// written), the delta after it fails rather than lose what changed
+// before that capture, and the checkpoint after writes the state whole,
+// as it is; and that when the runtime discards that capture (its
+// checkpoint was aborted), the next checkpoint writes the state whole at
+// once.
 func TestMemoryIncrementalUntrackedCaptureLost(t *testing.T) {
-	b, v, sf := churnBackend(t, 1024)
-	r := 0
-	first := -1
-	for ; first < 0 || r < first+state.WholeBases-1; r++ {
-		if r > 30 {
-			t.Fatal("no checkpoint of a state that churns entirely was written whole")
+	for _, discard := range []bool{false, true} {
+		b, v, sf := churnBackend(t, 1024)
+		r := 0
+		first := -1
+		for ; first < 0 || r < first+state.WholeBases-1; r++ {
+			if r > 30 {
+				t.Fatal("no checkpoint of a state that churns entirely was written whole")
+			}
+			churnRound(r, v)
+			if fs := statetest.PersistFiles(t, b, sf); wholeBase(fs) && first < 0 {
+				first = r
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if state.Tracking(v) {
+			t.Fatal("the table records changes before the last whole capture of the run")
+		}
+		// The last whole capture, never persisted.
+		churnRound(r, v)
+		r++
+		lost, err := b.Capture()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !state.Tracking(v) {
+			t.Fatal("the table records no changes after the last whole capture of the run")
+		}
+		if discard {
+			if err := lost.(interface{ Discard() error }).Discard(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			churnRound(r, v)
+			r++
+			c, err := b.Capture()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fs, err := c.(state.FileCaptured).PersistFiles(sf); err == nil {
+				t.Fatalf("the delta after a lost untracked capture was written: %v", fs.Shared)
+			}
 		}
 		churnRound(r, v)
-		if fs := statetest.PersistFiles(t, b, sf); wholeBase(fs) && first < 0 {
-			first = r
+		fs := statetest.PersistFiles(t, b, sf)
+		if !wholeBase(fs) {
+			t.Fatalf("discard %v: the checkpoint after the lost capture lists %v, want a base of its own", discard, fs.Shared)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	if state.Tracking(v) {
-		t.Fatal("the table records changes before the last whole capture of the run")
-	}
-	// The last whole capture, never persisted.
-	churnRound(r, v)
-	r++
-	if _, err := b.Capture(); err != nil {
-		t.Fatal(err)
-	}
-	if !state.Tracking(v) {
-		t.Fatal("the table records no changes after the last whole capture of the run")
-	}
-	churnRound(r, v)
-	r++
-	c, err := b.Capture()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fs, err := c.(state.FileCaptured).PersistFiles(sf); err == nil {
-		t.Fatalf("the delta after a lost untracked capture was written: %v", fs.Shared)
-	}
-	churnRound(r, v)
-	fs := statetest.PersistFiles(t, b, sf)
-	if !wholeBase(fs) {
-		t.Fatalf("the checkpoint after the failed delta lists %v, want a base of its own", fs.Shared)
-	}
-	if got, want := restoredKeys(t, sf, fs), churnKeys(r); !maps.Equal(got, want) {
-		t.Fatalf("restored %d keys, want round %d's %d", len(got), r, len(want))
+		if got, want := restoredKeys(t, sf, fs), churnKeys(r); !maps.Equal(got, want) {
+			t.Fatalf("discard %v: restored %d keys, want round %d's %d", discard, len(got), r, len(want))
+		}
 	}
 }
