@@ -53,13 +53,6 @@ type kgChanges[K comparable, V any] struct {
 // checkpoint is written once.
 type changeCounts struct{ inserted, churned, removed int }
 
-// add adds the counts of a later interval.
-func (c *changeCounts) add(d changeCounts) {
-	c.inserted += d.inserted
-	c.churned += d.churned
-	c.removed += d.removed
-}
-
 // writtenOnce returns how many of the keys listed a delta written ahead of
 // the checkpoint writes once (inserted, or deleted after a value written
 // before the interval) and how many it may write again (written before,
@@ -268,14 +261,7 @@ func (f *frozenCow[K, V]) appendChanges(dst []byte, kg int, earlier []changeTabl
 		mark := len(dst)
 		dst = append(dst, opReset)
 		dst, n := f.appendDelimited(dst, kg)
-		var counts changeCounts
-		for i := range lists {
-			counts.add(lists[i].counts)
-		}
-		if c := s.changes; c != nil {
-			counts.add(c.changeCounts)
-		}
-		return dst, n + 1, resetDead(int64(len(dst)-mark), n, counts)
+		return dst, n + 1, int64(len(dst) - mark)
 	}
 	if len(lists) == 0 {
 		// The common case: this capture's changes alone, written as they
@@ -300,9 +286,6 @@ func (f *frozenCow[K, V]) appendOwnChanges(dst []byte, g int) ([]byte, int, int6
 			n++
 		}
 	})
-	if c := f.shards[g].changes; c != nil {
-		st.deadPresent(c.inserted)
-	}
 	f.t.noteDiffs(&st)
 	return dst, n, st.dead
 }

@@ -91,8 +91,6 @@ type changeList[K comparable, V any] struct {
 	reset  bool
 	whole  *kgTable[K, V]
 	now    int64 // the capture's clock, for whole's expired entries
-	// counts are the interval's change counts (changeCounts).
-	counts changeCounts
 }
 
 // size returns how many entries the list holds.
@@ -224,11 +222,10 @@ func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now i
 		whole := *s
 		whole.changes = nil
 		s.shared = true
-		return changeList[K, V]{reset: true, whole: &whole, now: now, counts: c.changeCounts}
+		return changeList[K, V]{reset: true, whole: &whole, now: now}
 	}
 	if !c.withOlds {
 		out := grown[K, V](len(c.keys)+len(c.deleted), ttl, false)
-		out.counts = c.changeCounts
 		for _, k := range c.deleted {
 			out.add(&changedEntry[K, V]{k: k}, ttl, false)
 		}
@@ -248,7 +245,6 @@ func (t *cowTable[K, V]) copyChanged(s *kgTable[K, V], c *kgChanges[K, V], now i
 		return out
 	}
 	out := grown[K, V](len(c.keys), ttl, true)
-	out.counts = c.changeCounts
 	seen := newKeySet(t, c)
 	for j, k := range c.keys {
 		if !seen.first(k) {
@@ -333,7 +329,6 @@ func (f *frozenCow[K, V]) changedEntries(g int, buf []byte) (changeList[K, V], [
 	}
 	ttl := f.t.ttl > 0
 	out := grown[K, V](len(c.keys), ttl, c.withOlds)
-	out.counts = c.changeCounts
 	buf = f.eachChanged(g, buf, func(e *changedEntry[K, V]) { out.add(e, ttl, c.withOlds) })
 	return out, buf
 }
@@ -417,15 +412,10 @@ func (t *cowTable[K, V]) appendMerged(dst []byte, lists []changeList[K, V]) ([]b
 			write(&entries[i])
 		}
 	}
-	var counts changeCounts
-	for i := range lists {
-		counts.add(lists[i].counts)
-	}
 	if reset {
 		// The key group written whole replaces what the chain held of it.
-		return dst, n, resetDead(int64(len(dst)-mark), n-1, counts)
+		return dst, n, int64(len(dst) - mark)
 	}
-	st.deadPresent(counts.inserted)
 	return dst, n, st.dead
 }
 
@@ -460,12 +450,7 @@ func (t *cowTable[K, V]) appendChanged(dst []byte, e *changedEntry[K, V], scratc
 	mark := len(dst)
 	if e.present {
 		dst, scratch = appendEntryOf(t, dst, e.k, &e.v, e.w, scratch)
-		switch {
-		case t.diff == nil:
-			// No old value to tell: counted by deadPresent.
-			st.present++
-			st.bytes += int64(len(dst) - mark)
-		case !e.old.fresh:
+		if !e.old.fresh {
 			// A value written again: the chain's one is as large,
 			// about.
 			st.dead += int64(len(dst) - mark)
@@ -502,42 +487,13 @@ func editsCut(edits []byte) int64 {
 // (dead): all of a value written again or deleted, the bytes edits cut,
 // and the bytes of entries that hold nothing the chain still needs (the
 // headers of edits, deletions), but nothing for a key the chain did not
-// hold. A value whose old one is unknown (a key listed without it)
-// counts as written again. A table that does not diff values keeps no old
-// values: of the values it writes (present, bytes), as many as its keys
-// inserted in the interval are taken for new keys, the rest for written
-// again (see deadPresent). sized is scratch space for the size of a
-// deleted value.
+// hold. A value whose old one is unknown (a table that does not diff
+// values, or a key listed without it) counts as written again. sized is
+// scratch space for the size of a deleted value.
 type diffStats struct {
 	spliced, rewritten int64
 	dead               int64
-	present, bytes     int64
 	sized              []byte
-}
-
-// resetDead estimates the bytes of the chain that a key group written
-// whole (bytes for its live entries) makes redundant: what the chain held
-// of it, as many entries as there were before the interval (those not
-// inserted in it, and those deleted in it that were written before), at
-// the size of the entries written. A group that only gained keys makes
-// nothing redundant.
-func resetDead(bytes int64, live int, c changeCounts) int64 {
-	if live <= 0 {
-		return bytes
-	}
-	before := max(live-c.inserted, 0) + c.removed
-	return bytes * int64(before) / int64(live)
-}
-
-// deadPresent adds to dead the bytes of the values written without old
-// values that were not new keys: inserted of them were (at most).
-func (st *diffStats) deadPresent(inserted int) {
-	if st.present == 0 {
-		return
-	}
-	again := max(st.present-int64(inserted), 0)
-	st.dead += st.bytes * again / st.present
-	st.present, st.bytes = 0, 0
 }
 
 // noteDiffs adds st to the table's counts, which tell whether its values

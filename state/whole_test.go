@@ -330,26 +330,3 @@ func TestMemoryIncrementalUntrackedCaptureLost(t *testing.T) {
 		}
 	}
 }
-
-// TestMemoryIncrementalNewKeysAreNotRedundant checks that the deltas of a
-// table that does not diff its values, and only gains keys, count none of
-// their bytes as redundant: a new base would hold them all, so no
-// materialization writes one, however low its threshold. Before the keys
-// inserted were told from those written again, every value such a delta
-// held counted as written again.
-func TestMemoryIncrementalNewKeysAreNotRedundant(t *testing.T) {
-	insert := func(r int, v *state.ValueState[int64, string]) {
-		for k := int64(r) * churnPer; k < int64(r+1)*churnPer; k++ {
-			v.Put(k, churnValue(k))
-		}
-	}
-	fss, _, _ := churnRounds(t, 1024, 20, insert)
-	for i, fs := range fss {
-		if slices.ContainsFunc(fs.Shared, func(n string) bool { return strings.HasSuffix(n, ".merged.base") }) || wholeBase(fs) {
-			t.Fatalf("checkpoint %d of a table that only gains keys lists %v: a base was written", i, fs.Shared)
-		}
-		if len(fs.Shared) != i+1 {
-			t.Fatalf("checkpoint %d lists %v, want the chain of its deltas", i, fs.Shared)
-		}
-	}
-}
