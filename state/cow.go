@@ -980,7 +980,12 @@ func (t *cowTable[K, V]) decodeEntries(s *kgTable[K, V], kg int, entries []merge
 func (t *cowTable[K, V]) decodeLazy(s *kgTable[K, V], kg int, c *chainMerge, now int64) error {
 	d := t.newEntryDecoder(s, kg, now)
 	defer d.release()
-	if err := c.replay(d.entry, d.remove); err != nil {
+	d.fresh = s.n == 0
+	baseDone := func() {
+		d.flush()
+		d.fresh = false
+	}
+	if err := c.replay(d.entry, d.remove, baseDone); err != nil {
 		return err
 	}
 	d.flush()
@@ -1006,6 +1011,10 @@ type entryDecoder[K comparable, V any] struct {
 	// batchMax is how many entries the batch holds at most
 	// (restoreBatchBytes).
 	batchMax int
+	// fresh: the entries staged are a base's, each key once, into a
+	// shard that held none of them: flush places each in the first free
+	// slot from its home without looking for it.
+	fresh bool
 }
 
 // restoreBatch is what an entryDecoder gathers: entries decoded, their
@@ -1104,8 +1113,14 @@ func (d *entryDecoder[K, V]) flush() {
 			*j++
 		}
 	}
-	for _, i := range b.perm {
-		t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
+	if d.fresh {
+		for _, i := range b.perm {
+			t.placeFresh(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
+		}
+	} else {
+		for _, i := range b.perm {
+			t.placeRestored(s, b.kvs[i].k, b.ms[i], b.kvs[i].v, written(i), d.now)
+		}
 	}
 	clear(b.kvs)
 	b.kvs, b.ms, b.ws = b.kvs[:0], b.ms[:0], b.ws[:0]
@@ -1215,6 +1230,25 @@ func (t *cowTable[K, V]) restoredHash(kg, i int, k K) (uint64, error) {
 	return m, nil
 }
 
+// placeFresh is placeRestored for a key the shard does not hold (an
+// entry of a base, which holds each key once, into a shard that held
+// none of its keys): it takes the first free slot from the key's home,
+// reading neither tags nor keys.
+func (t *cowTable[K, V]) placeFresh(s *kgTable[K, V], k K, m uint64, v V, w, now int64) {
+	c := len(s.slots)
+	if c == 0 {
+		t.placeRestored(s, k, m, v, w, now)
+		return
+	}
+	i := home(m, c)
+	for s.used[i>>6]&(1<<(i&63)) != 0 {
+		if i++; i == c {
+			i = 0
+		}
+	}
+	t.setRestored(s, t.insertRestored(s, k, m, i), v, w, now)
+}
+
 // placeRestored puts restored entry k, v (k's mixed hash m, written at w;
 // 0: without TTL, now then) into its shard s.
 func (t *cowTable[K, V]) placeRestored(s *kgTable[K, V], k K, m uint64, v V, w, now int64) {
@@ -1222,14 +1256,27 @@ func (t *cowTable[K, V]) placeRestored(s *kgTable[K, V], k K, m uint64, v V, w, 
 	if ok {
 		t.writable(s)
 	} else {
-		j = t.insert(s, k, m, j)
-		if s.changes != nil {
-			// A restored key is state the checkpoint holds, not a change
-			// of the interval: counted, it would make every restored key
-			// look written once (appends) at the first capture.
-			s.changes.inserted--
-		}
+		j = t.insertRestored(s, k, m, j)
 	}
+	t.setRestored(s, j, v, w, now)
+}
+
+// insertRestored inserts restored key k (mixed hash m) into s at free
+// slot i, or where it goes once s grew, and returns its slot.
+func (t *cowTable[K, V]) insertRestored(s *kgTable[K, V], k K, m uint64, i int) int {
+	j := t.insert(s, k, m, i)
+	if s.changes != nil {
+		// A restored key is state the checkpoint holds, not a change
+		// of the interval: counted, it would make every restored key
+		// look written once (appends) at the first capture.
+		s.changes.inserted--
+	}
+	return j
+}
+
+// setRestored sets the value of the restored entry in slot j of s,
+// written at w (0: without TTL, now then).
+func (t *cowTable[K, V]) setRestored(s *kgTable[K, V], j int, v V, w, now int64) {
 	s.slots[j].v = v
 	if s.written != nil {
 		if w == 0 {

@@ -1635,13 +1635,14 @@ func (c *chainMerge) entries() ([]mergedEntry, error) {
 	return es, nil
 }
 
-// replay calls put with the base's puts, then with the deltas' entries in
-// their order: put for a put, del for a delete (of a key the puts before
-// may or may not have written). A key may come twice; the last call for
+// replay calls put with the base's puts, which name each key once, then
+// baseDone, then put and del with the deltas' entries in their order: put
+// for a put, del for a delete (of a key the puts before may or may not
+// have written). A key may come twice after baseDone; the last call for
 // it is its merged state. An indexed merge calls put with the base's puts
-// whose key no change deletes, then with the changes' puts, and never
-// calls del.
-func (c *chainMerge) replay(put func(key, value []byte, w int64) error, del func(key []byte) error) error {
+// whose key no change deletes, then baseDone, then put with the changes'
+// puts, and never calls del.
+func (c *chainMerge) replay(put func(key, value []byte, w int64) error, del func(key []byte) error, baseDone func()) error {
 	err := c.eachBase(func(e delimitedEntry) error {
 		if c.indexed && c.dels > 0 {
 			if j, ok := c.latest[keyString(e.key)]; ok && c.changes[j].del {
@@ -1653,6 +1654,7 @@ func (c *chainMerge) replay(put func(key, value []byte, w int64) error, del func
 	if err != nil {
 		return err
 	}
+	baseDone()
 	if c.indexed {
 		for _, e := range c.changes {
 			if !e.del {

@@ -151,20 +151,31 @@ func TestChainMergeReplayMatchesEntries(t *testing.T) {
 			t.Fatalf("round %d: a merge without edits indexed", round)
 		}
 		replayed := func(c *chainMerge) map[string]string {
-			written, puts := map[string]string{}, 0
+			written, puts, baseDone := map[string]string{}, 0, -1
 			err := c.replay(func(k, v []byte, _ int64) error {
+				if _, dup := written[string(k)]; dup && baseDone < 0 {
+					t.Fatalf("round %d: the base put key %s twice", round, k)
+				}
 				puts++
 				written[string(k)] = string(v)
 				return nil
 			}, func(k []byte) error {
 				delete(written, string(k))
 				return nil
+			}, func() {
+				if baseDone >= 0 {
+					t.Fatalf("round %d: the base ended twice", round)
+				}
+				baseDone = puts
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if puts > c.bound() {
 				t.Fatalf("round %d: replay put %d times, bound %d", round, puts, c.bound())
+			}
+			if baseDone < 0 || baseDone > c.base.entries {
+				t.Fatalf("round %d: the base's end came after %d puts, of a base of %d entries", round, baseDone, c.base.entries)
 			}
 			return written
 		}
