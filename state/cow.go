@@ -1019,12 +1019,13 @@ type entryDecoder[K comparable, V any] struct {
 
 // restoreBatch is what an entryDecoder gathers: entries decoded, their
 // mixed hashes and (with TTL) write times, and the order flush writes
-// them in.
+// them in (perm, sorted through tmp).
 type restoreBatch[K comparable, V any] struct {
 	kvs  []kv[K, V]
 	ms   []uint64
 	ws   []int64
 	perm []int32
+	tmp  []int32
 }
 
 // restoreBatchBytes bounds the entries a batch holds before it is
@@ -1032,9 +1033,8 @@ type restoreBatch[K comparable, V any] struct {
 // back from cache.
 const restoreBatchBytes = 4 << 20
 
-// homeBuckets is the number of ranges of home slots flush sorts a batch
-// into: a shard's slots in one range are few enough to stay in cache
-// while the range is written.
+// homeBuckets is the number of buckets of each counting pass of flush's
+// sort, on one byte of the hash.
 const homeBuckets = 256
 
 func (t *cowTable[K, V]) newEntryDecoder(s *kgTable[K, V], kg int, now int64) *entryDecoder[K, V] {
@@ -1072,11 +1072,15 @@ func (d *entryDecoder[K, V]) stage(k K, m uint64, v V, w int64) {
 	}
 }
 
-// flush writes the batch's entries into the shard, sorted by the range
-// of home slots they fall in (home is monotonic in the top 32 bits of the
-// hash, whatever the shard's size). The sort is stable, and the entries
-// of one key share a range, so a key written twice ends with the value it
-// was written last, as writing the entries in their order would.
+// flush writes the batch's entries into the shard, sorted by the top 16
+// bits of their hashes: by their home slots (home is monotonic in the top
+// 32 bits of the hash, whatever the shard's size) to within a slot or two
+// in a shard of up to about 100,000 slots, so that the writes sweep its
+// arrays in order, as the core's prefetcher follows, where writes in the
+// order of a range of slots held in cache still missed once per line. The
+// sort is stable, and the entries of one key share their hash, so a key
+// written twice ends with the value it was written last, as writing the
+// entries in their order would.
 func (d *entryDecoder[K, V]) flush() {
 	b := d.batch
 	n := len(b.kvs)
@@ -1098,18 +1102,27 @@ func (d *entryDecoder[K, V]) flush() {
 			b.perm[i] = int32(i)
 		}
 	} else {
+		// Two stable counting passes, on the hash's second byte and then
+		// on its top one.
+		b.tmp = slices.Grow(b.tmp[:0], n)[:n]
 		var starts [homeBuckets]int32
+		for _, m := range b.ms {
+			starts[m>>48&0xff]++
+		}
+		bucketStarts(&starts)
+		for i, m := range b.ms {
+			j := &starts[m>>48&0xff]
+			b.tmp[*j] = int32(i)
+			*j++
+		}
+		starts = [homeBuckets]int32{}
 		for _, m := range b.ms {
 			starts[m>>56]++
 		}
-		at := int32(0)
-		for i, c := range starts {
-			starts[i] = at
-			at += c
-		}
-		for i, m := range b.ms {
-			j := &starts[m>>56]
-			b.perm[*j] = int32(i)
+		bucketStarts(&starts)
+		for _, i := range b.tmp {
+			j := &starts[b.ms[i]>>56]
+			b.perm[*j] = i
 			*j++
 		}
 	}
@@ -1124,6 +1137,16 @@ func (d *entryDecoder[K, V]) flush() {
 	}
 	clear(b.kvs)
 	b.kvs, b.ms, b.ws = b.kvs[:0], b.ms[:0], b.ws[:0]
+}
+
+// bucketStarts turns the counts of a counting sort's buckets into the
+// index each bucket starts at.
+func bucketStarts(counts *[homeBuckets]int32) {
+	at := int32(0)
+	for i, c := range counts {
+		counts[i] = at
+		at += c
+	}
 }
 
 // key numbers the next entry, i, and decodes its key.
