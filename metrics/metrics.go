@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,22 @@ type Registry struct {
 		// and Summary reads all of them under mu, so that a summary never
 		// pairs one checkpoint's count or duration with another's phases.
 		phases, reported CheckpointPhases
+		// recent holds the last keptCheckpoints completed checkpoints,
+		// oldest first (CompletedSince).
+		recent []CompletedCheckpoint
 	}
+}
+
+// keptCheckpoints is how many completed checkpoints CompletedSince keeps.
+const keptCheckpoints = 1024
+
+// CompletedCheckpoint is one completed checkpoint as the driver reported
+// it: its number among the completed ones (the first is 1), its duration
+// and where its time went.
+type CompletedCheckpoint struct {
+	N        int64
+	Duration time.Duration
+	Phases   CheckpointPhases
 }
 
 // CheckpointParts is where one task's part of a checkpoint went, or over
@@ -263,7 +279,25 @@ func (r *Registry) CheckpointCompleted(mode string, duration time.Duration, byte
 	r.lastDurationNanos.Store(int64(duration))
 	r.lastBytes.Store(bytes)
 	r.lastFullBytes.Store(fullBytes)
-	r.completed.Add(1)
+	n := r.completed.Add(1)
+	if len(r.mu.recent) == keptCheckpoints {
+		r.mu.recent = append(r.mu.recent[:0], r.mu.recent[1:]...)
+	}
+	r.mu.recent = append(r.mu.recent, CompletedCheckpoint{N: n, Duration: duration, Phases: r.mu.phases})
+}
+
+// CompletedSince returns the completed checkpoints numbered above n, in
+// order, of the last 1,024: a caller that polls sees every checkpoint,
+// however many completed between two polls, where a Summary shows only
+// the last.
+func (r *Registry) CompletedSince(n int64) []CompletedCheckpoint {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	i := len(r.mu.recent)
+	for i > 0 && r.mu.recent[i-1].N > n {
+		i--
+	}
+	return slices.Clone(r.mu.recent[i:])
 }
 
 // CheckpointPhases records where a checkpoint's time went. The driver calls

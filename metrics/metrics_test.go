@@ -338,3 +338,51 @@ func TestSummaryLastCheckpointConsistent(t *testing.T) {
 		}
 	}
 }
+
+// TestCompletedSince checks that a poller sees every completed checkpoint,
+// in order with its own duration and phases, however many completed
+// between two polls (a Summary shows only the last), while checkpoints
+// complete on another goroutine (fewer than the registry keeps, so that
+// no schedule can make the poller miss one); and that the registry keeps
+// the last keptCheckpoints of them.
+func TestCompletedSince(t *testing.T) {
+	r := New()
+	complete := func(i int64) {
+		r.CheckpointPhases(CheckpointPhases{Last: strconv.FormatInt(i, 10)})
+		r.CheckpointCompleted(ModeAligned, time.Duration(i), 1, 1)
+	}
+	const n = keptCheckpoints - 1
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := int64(1); i <= n; i++ {
+			complete(i)
+		}
+	}()
+	var seen int64
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		for _, c := range r.CompletedSince(seen) {
+			if c.N != seen+1 || c.Duration != time.Duration(c.N) || c.Phases.Last != strconv.FormatInt(c.N, 10) {
+				t.Fatalf("after checkpoint %d: got checkpoint %d, duration %d, phases of %q", seen, c.N, c.Duration, c.Phases.Last)
+			}
+			seen = c.N
+		}
+	}
+	if seen != n {
+		t.Fatalf("saw %d of %d checkpoints", seen, n)
+	}
+	for i := int64(n + 1); i <= 3*keptCheckpoints; i++ {
+		complete(i)
+	}
+	if got := r.CompletedSince(0); len(got) != keptCheckpoints || got[0].N != 2*keptCheckpoints+1 || got[len(got)-1].N != 3*keptCheckpoints {
+		t.Fatalf("kept %d checkpoints, %d to %d; want the last %d", len(got), got[0].N, got[len(got)-1].N, keptCheckpoints)
+	}
+	if got := r.CompletedSince(3 * keptCheckpoints); len(got) != 0 {
+		t.Fatalf("%d checkpoints after the last", len(got))
+	}
+}

@@ -544,9 +544,8 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		return nil, err
 	}
 
-	// The registry keeps only the last checkpoint's duration; a sampler
-	// collects each one as the completed count moves. At a checkpoint
-	// interval of 10ms or more it sees every checkpoint.
+	// A sampler collects the checkpoints completed since its last look
+	// (the registry keeps the last 1,024 of them).
 	var samples []checkpointSample
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -555,9 +554,9 @@ func runNexmarkBench(ctx context.Context, o benchOptions) (*benchResult, error) 
 		defer wg.Done()
 		var seen int64
 		sample := func() {
-			if s := reg.Summary(); s.CheckpointsCompleted > seen {
-				seen = s.CheckpointsCompleted
-				samples = append(samples, checkpointSample{duration: s.LastCheckpointDuration, phases: s.LastCheckpointPhases})
+			for _, c := range reg.CompletedSince(seen) {
+				seen = c.N
+				samples = append(samples, checkpointSample{duration: c.Duration, phases: c.Phases})
 			}
 		}
 		t := time.NewTicker(2 * time.Millisecond)

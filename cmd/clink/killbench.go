@@ -96,9 +96,9 @@ func runBenchChild(ctx context.Context, o benchOptions, dir string, w io.Writer)
 		output := false
 		sample := func() {
 			now := time.Now().UnixNano()
-			if s := reg.Summary(); s.CheckpointsCompleted > ckpts {
-				ckpts = s.CheckpointsCompleted
-				fmt.Fprintf(w, "ckpt %d %s\n", s.LastCheckpointDuration, phaseFields(s.LastCheckpointPhases))
+			for _, c := range reg.CompletedSince(ckpts) {
+				ckpts = c.N
+				fmt.Fprintf(w, "ckpt %d %s\n", c.Duration, phaseFields(c.Phases))
 			}
 			if n := job.emitted() / int64(job.scans); n > last {
 				last = n
