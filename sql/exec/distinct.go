@@ -288,6 +288,20 @@ func (distinctCountsCodec) Append(dst []byte, c distinctCounts) []byte {
 
 func (distinctCountsCodec) Decode(src []byte) (distinctCounts, int, error) {
 	var c distinctCounts
+	if len(src) >= len(c) {
+		// Counts below 64 (most of them) are a byte each, even: the
+		// varint of a non-negative count n is the byte 2n.
+		var or byte
+		for _, b := range src[:len(c)] {
+			or |= b
+		}
+		if or&0x81 == 0 {
+			for i, b := range src[:len(c)] {
+				c[i] = uint32(b >> 1)
+			}
+			return c, len(c), nil
+		}
+	}
 	at := 0
 	for i := range c {
 		n, m := binary.Varint(src[at:])

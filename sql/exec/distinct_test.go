@@ -428,3 +428,42 @@ func TestDistinctCountLimit(t *testing.T) {
 		t.Fatalf("insert-only input: %v", err)
 	}
 }
+
+// TestDistinctCountsDecode checks the decode of counts against decoding
+// their varints one by one, for inputs of one-byte counts (the short
+// path: even bytes below 0x80), of odd bytes (negative counts, corrupt),
+// of longer varints and of short inputs.
+func TestDistinctCountsDecode(t *testing.T) {
+	byVarint := func(src []byte) (distinctCounts, int, bool) {
+		var c distinctCounts
+		at := 0
+		for i := range c {
+			n, m := binary.Varint(src[at:])
+			if n < 0 || n > maxDistinctCount || m <= 0 {
+				return c, 0, false
+			}
+			c[i], at = uint32(n), at+m
+		}
+		return c, at, true
+	}
+	bytesOf := []byte{0, 1, 2, 0x3f, 0x40, 0x7e, 0x7f, 0x80, 0x81, 0xfe, 0x01}
+	var inputs [][]byte
+	for _, a := range bytesOf {
+		for _, b := range bytesOf {
+			for _, c := range bytesOf {
+				for _, d := range bytesOf {
+					inputs = append(inputs, []byte{a, b, c, d}, []byte{a, b, c, d, 0x02})
+				}
+			}
+		}
+	}
+	inputs = append(inputs, nil, []byte{2}, []byte{2, 4, 6}, binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(nil, 64), 1000), 0), 1))
+	cc := distinctCountsCodec{}
+	for _, in := range inputs {
+		c, n, err := cc.Decode(in)
+		wc, wn, ok := byVarint(in)
+		if (err == nil) != ok || ok && (c != wc || n != wn) {
+			t.Fatalf("counts %x: %v, %d, %v; one varint at a time %v, %d, %v", in, c, n, err, wc, wn, ok)
+		}
+	}
+}
