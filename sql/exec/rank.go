@@ -246,7 +246,8 @@ func emitRowNumberChanges(old, rows []types.Row, start, end int, outRank bool, o
 }
 
 // dedupScratch is what a deduplication reuses from one row to the next:
-// the kept row's columns up to the order column, and an encoding.
+// room for the kept row's columns up to the order column (of which it
+// decodes the order column alone), and an encoding.
 type dedupScratch struct {
 	probe []types.Value
 	enc   []byte
@@ -259,6 +260,7 @@ func buildDeduplicate(b *builder, n *planner.Deduplicate) (clink.Stream[types.Ro
 	}
 	col, keepLast, uid := n.OrderCol, n.KeepLast, n.UID()
 	order := []planner.SortKey{{Col: col, NullsFirst: true}}
+	orderCols := []int{col}
 	// scratch holds *dedupScratch: the function runs in every subtask.
 	var scratch sync.Pool
 	fn := func(ctx *clink.KeyedContext[string, dedupRow], r types.Row, out *clink.Collector[types.Row]) error {
@@ -278,7 +280,7 @@ func buildDeduplicate(b *builder, n *planner.Deduplicate) (clink.Stream[types.Ro
 			out.Collect(types.Row{Kind: changelog.Insert, Values: r.Values})
 			return nil
 		}
-		if err := decodeStoredRow(probe, kept); err != nil {
+		if err := decodeStoredColumns(probe, orderCols, kept); err != nil {
 			return fmt.Errorf("operator %s: %w", uid, err)
 		}
 		c := compareRows(order, r.Values, probe)
@@ -357,9 +359,11 @@ type appendTopN struct {
 	keys       []planner.SortKey
 	start, end int
 	outRank    bool
-	// keyCols is the number of leading columns that hold every sort key:
-	// the columns a comparison decodes.
-	keyCols int
+	// keyCols is the number of leading columns that hold every sort key,
+	// and sortCols the sort keys' columns, ascending: those a comparison
+	// decodes.
+	keyCols  int
+	sortCols []int
 	// scratch holds *topScratch: the function runs in every subtask.
 	scratch sync.Pool
 }
@@ -378,6 +382,7 @@ func buildAppendTopN(in clink.Stream[types.Row], n *planner.Rank) clink.Stream[t
 	for _, k := range t.keys {
 		t.keyCols = max(t.keyCols, k.Col+1)
 	}
+	t.sortCols = sortColumns(t.keys)
 	f := clink.KeyedProcessFunction[string, types.Row, topRows, types.Row]{
 		ProcessElement: t.process,
 		ValueCodec:     topCodec{},
@@ -416,12 +421,23 @@ func (sc *topScratch) decodeNumbered(old topRows, i int) ([]types.Value, error) 
 	return vs, nil
 }
 
-// compareAt compares row i of old with v by keys.
-func (sc *topScratch) compareAt(keys []planner.SortKey, old topRows, i int, v []types.Value) (int, error) {
-	if err := decodeStoredRow(sc.probe, old.row(sc.offs[i], sc.offs[i+1])); err != nil {
+// compareAt compares row i of old with v by keys, whose columns are cols
+// (sortColumns).
+func (sc *topScratch) compareAt(keys []planner.SortKey, cols []int, old topRows, i int, v []types.Value) (int, error) {
+	if err := decodeStoredColumns(sc.probe, cols, old.row(sc.offs[i], sc.offs[i+1])); err != nil {
 		return 0, err
 	}
 	return compareRows(keys, sc.probe, v), nil
+}
+
+// sortColumns returns the columns of keys, ascending, each once.
+func sortColumns(keys []planner.SortKey) []int {
+	cols := make([]int, 0, len(keys))
+	for _, k := range keys {
+		cols = append(cols, k.Col)
+	}
+	slices.Sort(cols)
+	return slices.Compact(cols)
 }
 
 func (t *appendTopN) process(ctx *clink.KeyedContext[string, topRows], r types.Row, out *clink.Collector[types.Row]) error {
@@ -467,7 +483,7 @@ func (t *appendTopN) insert(sc *topScratch, old topRows, v []types.Value) (topRo
 	// Where v goes: after the rows it ties with (an earlier row keeps the
 	// lower number). A full partition's last row decides most rows.
 	if n >= t.end {
-		c, err := sc.compareAt(t.keys, old, t.end-1, v)
+		c, err := sc.compareAt(t.keys, t.sortCols, old, t.end-1, v)
 		if err != nil {
 			return nil, err
 		}
@@ -478,7 +494,7 @@ func (t *appendTopN) insert(sc *topScratch, old topRows, v []types.Value) (topRo
 	lo, hi := 0, n
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		c, err := sc.compareAt(t.keys, old, m, v)
+		c, err := sc.compareAt(t.keys, t.sortCols, old, m, v)
 		if err != nil {
 			return nil, err
 		}

@@ -56,6 +56,31 @@ func decodeStoredRow(dst []types.Value, b []byte) error {
 	return nil
 }
 
+// decodeStoredColumns decodes the values at the indexes cols lists
+// (ascending, each at most once) of a row encoded by appendStoredRow into
+// dst at the same indexes, passing over the others; strings share b's
+// bytes. The row must have more columns than the last of cols.
+func decodeStoredColumns(dst []types.Value, cols []int, b []byte) error {
+	if len(b) == 0 || b[0] > byte(changelog.Delete) {
+		return fmt.Errorf("%w: bad row kind", errRankState)
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || len(cols) > 0 && n <= uint64(cols[len(cols)-1]) {
+		return fmt.Errorf("%w: bad column count", errRankState)
+	}
+	if len(cols) == 0 {
+		return nil
+	}
+	rest := b[1+k:]
+	if len(rest) == 0 {
+		return fmt.Errorf("%w: a row ends after its column count", errRankState)
+	}
+	if err := types.DecodeColumnsInto(dst, cols, unsafe.String(&rest[0], len(rest))); err != nil {
+		return fmt.Errorf("%w: %w", errRankState, err)
+	}
+	return nil
+}
+
 // storedRowColumns returns the column count of a row encoded by
 // appendStoredRow.
 func storedRowColumns(b []byte) (int, error) {

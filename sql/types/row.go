@@ -470,6 +470,66 @@ func AppendValues(b []byte, vs []Value) []byte {
 	return b
 }
 
+// DecodeColumnsInto decodes, of the values written by AppendValues at the
+// front of src, those at the indexes cols lists (ascending, each at most
+// once) into dst at the same indexes, and passes over the encodings of
+// the others before the last of them without decoding them: a comparison
+// by a few columns of a wide stored row reads those alone (the values it
+// passes over are checked for their lengths only). Strings share src's
+// bytes as in DecodeValuesInto.
+func DecodeColumnsInto(dst []Value, cols []int, src string) error {
+	d := decoder{src: src}
+	at := 0
+	for _, c := range cols {
+		for ; at < c; at++ {
+			if err := d.skip(); err != nil {
+				return err
+			}
+		}
+		v, err := d.value(0)
+		if err != nil {
+			return err
+		}
+		dst[c] = v
+		at++
+	}
+	return nil
+}
+
+// skip reads past one value, as value does, without building it: the
+// kinds of fixed layout are passed over, the others decoded.
+func (d *decoder) skip() error {
+	tag, err := d.byte("value tag")
+	if err != nil {
+		return err
+	}
+	k := Kind(tag &^ tagNull)
+	if k >= numKinds || tag&tagNull != 0 {
+		d.off--
+		_, err := d.value(0)
+		return err
+	}
+	switch k {
+	case KindTinyInt, KindSmallInt, KindInt, KindBigInt, KindDate, KindIntervalDayTime, KindIntervalYearMonth:
+		_, err = d.uvarint(k.String())
+	case KindChar, KindVarChar, KindBinary, KindVarBinary:
+		var n int
+		if n, err = d.count("string length", 1); err == nil {
+			d.off += n
+		}
+	case KindTimestamp, KindTimestampLTZ:
+		if _, err = d.byte("timestamp precision"); err == nil {
+			if _, err = d.uvarint("timestamp"); err == nil {
+				_, err = d.uvarint("timestamp nanos")
+			}
+		}
+	default:
+		d.off--
+		_, err = d.value(0)
+	}
+	return err
+}
+
 // DecodeValuesInto decodes len(dst) values written by AppendValues from
 // the front of src into dst and returns the number of bytes read. String
 // and binary values share src's bytes rather than copying them, so src
