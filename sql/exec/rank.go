@@ -359,10 +359,8 @@ type appendTopN struct {
 	keys       []planner.SortKey
 	start, end int
 	outRank    bool
-	// keyCols is the number of leading columns that hold every sort key,
-	// and sortCols the sort keys' columns, ascending: those a comparison
+	// sortCols are the sort keys' columns, ascending: those a comparison
 	// decodes.
-	keyCols  int
 	sortCols []int
 	// scratch holds *topScratch: the function runs in every subtask.
 	scratch sync.Pool
@@ -379,9 +377,6 @@ type topScratch struct {
 
 func buildAppendTopN(in clink.Stream[types.Row], n *planner.Rank) clink.Stream[types.Row] {
 	t := &appendTopN{uid: n.UID(), keys: n.OrderBy, start: int(n.RankStart), end: int(n.RankEnd), outRank: n.OutputRank}
-	for _, k := range t.keys {
-		t.keyCols = max(t.keyCols, k.Col+1)
-	}
 	t.sortCols = sortColumns(t.keys)
 	f := clink.KeyedProcessFunction[string, types.Row, topRows, types.Row]{
 		ProcessElement: t.process,
@@ -466,7 +461,12 @@ func (t *appendTopN) process(ctx *clink.KeyedContext[string, topRows], r types.R
 }
 
 func (t *appendTopN) newScratch() *topScratch {
-	return &topScratch{probe: make([]types.Value, t.keyCols)}
+	// Room for every column up to the last sort column.
+	n := 0
+	if len(t.sortCols) > 0 {
+		n = t.sortCols[len(t.sortCols)-1] + 1
+	}
+	return &topScratch{probe: make([]types.Value, n)}
 }
 
 // insert returns old's rows with v among them (nil: v is not among the

@@ -36,21 +36,11 @@ func appendStoredRow(dst []byte, values []types.Value) []byte {
 // appendStoredRow into dst; strings share b's bytes. The row must have at
 // least len(dst) columns.
 func decodeStoredRow(dst []types.Value, b []byte) error {
-	if len(b) == 0 || b[0] > byte(changelog.Delete) {
-		return fmt.Errorf("%w: bad row kind", errRankState)
+	vals, err := storedRowValues(b, len(dst))
+	if err != nil || len(dst) == 0 {
+		return err
 	}
-	n, k := binary.Uvarint(b[1:])
-	if k <= 0 || n < uint64(len(dst)) {
-		return fmt.Errorf("%w: bad column count", errRankState)
-	}
-	if len(dst) == 0 {
-		return nil
-	}
-	rest := b[1+k:]
-	if len(rest) == 0 {
-		return fmt.Errorf("%w: a row ends after its column count", errRankState)
-	}
-	if _, err := types.DecodeValuesInto(dst, unsafe.String(&rest[0], len(rest))); err != nil {
+	if _, err := types.DecodeValuesInto(dst, vals); err != nil {
 		return fmt.Errorf("%w: %w", errRankState, err)
 	}
 	return nil
@@ -61,24 +51,39 @@ func decodeStoredRow(dst []types.Value, b []byte) error {
 // dst at the same indexes, passing over the others; strings share b's
 // bytes. The row must have more columns than the last of cols.
 func decodeStoredColumns(dst []types.Value, cols []int, b []byte) error {
-	if len(b) == 0 || b[0] > byte(changelog.Delete) {
-		return fmt.Errorf("%w: bad row kind", errRankState)
-	}
-	n, k := binary.Uvarint(b[1:])
-	if k <= 0 || len(cols) > 0 && n <= uint64(cols[len(cols)-1]) {
-		return fmt.Errorf("%w: bad column count", errRankState)
-	}
 	if len(cols) == 0 {
-		return nil
+		_, err := storedRowValues(b, 0)
+		return err
 	}
-	rest := b[1+k:]
-	if len(rest) == 0 {
-		return fmt.Errorf("%w: a row ends after its column count", errRankState)
+	vals, err := storedRowValues(b, cols[len(cols)-1]+1)
+	if err != nil {
+		return err
 	}
-	if err := types.DecodeColumnsInto(dst, cols, unsafe.String(&rest[0], len(rest))); err != nil {
+	if err := types.DecodeColumnsInto(dst, cols, vals); err != nil {
 		return fmt.Errorf("%w: %w", errRankState, err)
 	}
 	return nil
+}
+
+// storedRowValues checks the header of a row encoded by appendStoredRow,
+// which must have at least cols columns, and returns the encoding of its
+// values, sharing b's bytes (empty for cols 0).
+func storedRowValues(b []byte, cols int) (string, error) {
+	if len(b) == 0 || b[0] > byte(changelog.Delete) {
+		return "", fmt.Errorf("%w: bad row kind", errRankState)
+	}
+	n, k := binary.Uvarint(b[1:])
+	if k <= 0 || n < uint64(cols) {
+		return "", fmt.Errorf("%w: bad column count", errRankState)
+	}
+	if cols == 0 {
+		return "", nil
+	}
+	rest := b[1+k:]
+	if len(rest) == 0 {
+		return "", fmt.Errorf("%w: a row ends after its column count", errRankState)
+	}
+	return unsafe.String(&rest[0], len(rest)), nil
 }
 
 // storedRowColumns returns the column count of a row encoded by

@@ -136,7 +136,7 @@ func FuzzTopRowsDecode(f *testing.F) {
 			t.Fatalf("re-encodes as %x, read %x", again, b[:n])
 		}
 		// A decoded state takes a row without error.
-		top := &appendTopN{keys: []planner.SortKey{{Col: 0}}, start: 1, end: 3, keyCols: 1, sortCols: []int{0}}
+		top := &appendTopN{keys: []planner.SortKey{{Col: 0}}, start: 1, end: 3, sortCols: []int{0}}
 		if _, err := top.insert(top.newScratch(), rs, []types.Value{types.Int64(5)}); err != nil {
 			t.Logf("inserting: %v", err)
 		}
@@ -173,7 +173,7 @@ func TestAppendTopNMatchesRowList(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			keys = append(keys, planner.SortKey{Col: 2, Desc: rng.IntN(2) == 0})
 		}
-		top := &appendTopN{keys: keys, start: start, end: end, outRank: rng.IntN(2) == 0, keyCols: keys[len(keys)-1].Col + 1, sortCols: sortColumns(keys)}
+		top := &appendTopN{keys: keys, start: start, end: end, outRank: rng.IntN(2) == 0, sortCols: sortColumns(keys)}
 		sc := top.newScratch()
 		name := fmt.Sprintf("trial %d (rows %d..%d, keys %v, number %t)", trial, start, end, keys, top.outRank)
 		var st topRows
