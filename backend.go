@@ -18,8 +18,10 @@ import (
 // the name Options.StateBackend gives.
 var stateBackends = map[string]func(opts *Options, dir string) (state.Backend, error){
 	"memory": func(opts *Options, _ string) (state.Backend, error) {
+		// Without a checkpoint directory no checkpoint is ever taken, and
+		// the change lists of incremental checkpoints would only grow.
 		return state.NewMemoryBackendWith(state.MemoryOptions{
-			Incremental:      opts.StateIncremental == nil || *opts.StateIncremental,
+			Incremental:      opts.CheckpointDir != "" && (opts.StateIncremental == nil || *opts.StateIncremental),
 			MaterializeBytes: opts.StateMaterializeBytes,
 		})
 	},

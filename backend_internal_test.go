@@ -255,3 +255,28 @@ func TestAbortedUploadsAreCollected(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryBackendIncrementalOnlyWithCheckpoints checks that a job
+// without a checkpoint directory, which never takes a checkpoint, gets a
+// memory backend whose tables record no changes: the change lists would
+// only grow (a join's churning rows made a run of 10M events hold 1 GB).
+func TestMemoryBackendIncrementalOnlyWithCheckpoints(t *testing.T) {
+	off := false
+	for _, c := range []struct {
+		name string
+		opts Options
+		want bool
+	}{
+		{"checkpoints", Options{CheckpointDir: t.TempDir()}, true},
+		{"checkpoints, incremental off", Options{CheckpointDir: t.TempDir(), StateIncremental: &off}, false},
+		{"no checkpoint directory", Options{}, false},
+	} {
+		b, err := stateBackends["memory"](&c.opts, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.(*state.MemoryBackend).Incremental(); got != c.want {
+			t.Errorf("%s: incremental %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -151,7 +151,8 @@ type Options struct {
 	// and a new full base is written in the background now and then; the
 	// files are shared between checkpoints under the checkpoint
 	// directory's shared/. The Pebble backend's checkpoints are always
-	// incremental.
+	// incremental. Without a CheckpointDir the memory backend's tables
+	// record no changes, whatever this says: no checkpoint would take them.
 	StateIncremental *bool
 	// StateMaterializeBytes is the volume of the memory backend's
 	// incremental checkpoints after which a new full base is written in

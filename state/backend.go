@@ -249,6 +249,10 @@ func (b *MemoryBackend) Range() KeyGroupRange { return b.rng }
 // MaxParallelism returns the number of key groups of the job.
 func (b *MemoryBackend) MaxParallelism() int { return b.maxParallelism }
 
+// Incremental reports whether the backend's tables record their changes
+// for incremental checkpoints (MemoryOptions.Incremental).
+func (b *MemoryBackend) Incremental() bool { return b.incremental }
+
 // Register implements Backend.
 func (b *MemoryBackend) Register(t Table) error {
 	if !b.opened {
