@@ -331,11 +331,16 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 	}
 	// The tables come last: a capture of their changes empties their
 	// change lists, which a failure after it would lose.
-	changes, whole, track := b.captureMode()
+	changes, whole, track := b.captureMode(b.churns())
 	for _, t := range b.tables {
 		c.names = append(c.names, t.Name())
 		cc, ok := t.(changeCapturer)
-		if !ok || !changes {
+		if !ok {
+			c.frozen = append(c.frozen, t.Freeze())
+			continue
+		}
+		cc.insertsCaptured()
+		if !changes {
 			c.frozen = append(c.frozen, t.Freeze())
 			continue
 		}

@@ -179,6 +179,11 @@ type cowTable[K comparable, V any] struct {
 	// bornPerCheckpoint how many the interval before it inserted (see
 	// appends). Only the task goroutine uses them.
 	born, bornAtCheckpoint, bornPerCheckpoint int64
+	// inserted counts the keys written that were not there (not those
+	// restored), whether the table tracks its changes or not, and
+	// insertedAtCapture is inserted at the last checkpoint's capture
+	// (see MemoryBackend.churns). Only the task goroutine uses them.
+	inserted, insertedAtCapture int64
 	// batches holds the batches of restore decoders (entryDecoder) between
 	// key groups, for the goroutines that decode them.
 	batches sync.Pool
@@ -652,6 +657,7 @@ func (t *cowTable[K, V]) putAny(k K, v V) {
 		t.writable(s)
 	} else {
 		i = t.insert(s, k, m, i)
+		t.inserted++
 	}
 	if t.diff != nil {
 		t.recordOld(s, i, ok)
@@ -702,6 +708,7 @@ func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
 		t.writable(s)
 	} else {
 		i = t.insert(s, k, m, i)
+		t.inserted++
 	}
 	if t.diff != nil {
 		t.recordOld(s, i, ok)

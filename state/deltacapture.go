@@ -38,6 +38,12 @@ type changeCapturer interface {
 	appends() (yes, late bool)
 	// checkpointed tells the table that a checkpoint captured it.
 	checkpointed()
+	// insertedSince returns how many keys the table inserted since the
+	// last checkpoint's capture (insertsCaptured), tracking its changes
+	// or not.
+	insertedSince() int64
+	// insertsCaptured notes a checkpoint's capture for insertedSince.
+	insertsCaptured()
 	// len returns how many entries the table holds.
 	len() int
 	// trackChanges starts (on) or stops the table's change lists: a

@@ -45,3 +45,7 @@ func SetMinWholeBytes(b *MemoryBackend, n int64) { b.inc.minWhole = n }
 // Tracking reports whether v's table records its changes for deltas
 // (see trackChanges).
 func Tracking[K comparable, V any](v *ValueState[K, V]) bool { return v.t.changelog }
+
+// MinChurnEntries is the fewest keys inserted in an interval that make
+// the tables churn (see churns).
+const MinChurnEntries = minChurnEntries

@@ -146,10 +146,26 @@ const maxChainFiles = 1000
 // entries) and a new state's first checkpoint, whose files hold every
 // entry once: a state that only grows holds as many entries as its
 // first checkpoint's files, one that churns several times as many.
+//
+// Measuring by a checkpoint's files costs an interval whose tables track
+// their changes: every key inserted and deleted is listed, and what is
+// written ahead of the checkpoint mostly dies before it. Counting the
+// keys the tables insert costs nothing, tracked or not, and tells the
+// churn of keys that come and go (churns): once the tables inserted,
+// since the last checkpoint's capture, wholeEntries times as many keys as
+// they hold (and at least minChurnEntries), their keys live, by Little's
+// law, less than half that time on average, so the keys alive at the
+// next checkpoint will have come since the last one. Then the tables
+// stop tracking at once, in the middle of the interval (a new job's first
+// interval, or the one after whole checkpoints), and the checkpoints are
+// whole; and whole checkpoints whose interval churned so are followed by
+// more of them without an interval to measure in. A state whose values
+// change in place inserts no keys: its files still measure it.
 const (
-	wholeBases    = 8
-	minWholeBytes = 4 << 20
-	wholeEntries  = 2
+	wholeBases      = 8
+	minWholeBytes   = 4 << 20
+	wholeEntries    = 2
+	minChurnEntries = 16384
 )
 
 // Validate checks the options and fills in defaults.
@@ -323,8 +339,10 @@ type incrCapture struct {
 // their changes after it (track): not while more whole captures follow,
 // which need none (each change otherwise lists its key, and the old
 // value of a table that diffs values). The capture after an untracked
-// interval is whole, whatever else the backend decided.
-func (b *MemoryBackend) captureMode() (changes, whole, track bool) {
+// interval is whole, whatever else the backend decided. churned says
+// whether the interval that ends churned (churns): the last of a run of
+// whole captures then starts another.
+func (b *MemoryBackend) captureMode(churned bool) (changes, whole, track bool) {
 	inc := b.inc
 	if inc == nil {
 		return false, false, false
@@ -332,7 +350,9 @@ func (b *MemoryBackend) captureMode() (changes, whole, track bool) {
 	inc.mu.Lock()
 	defer inc.mu.Unlock()
 	if inc.whole {
-		inc.wholeLeft--
+		if inc.wholeLeft--; inc.wholeLeft == 0 && churned {
+			inc.wholeLeft = wholeBases
+		}
 		inc.whole = inc.wholeLeft > 0
 		return false, true, !inc.whole
 	}

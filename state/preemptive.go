@@ -139,6 +139,12 @@ func (t *cowTable[K, V]) checkpointed() {
 	t.bornAtCheckpoint = t.born
 }
 
+// insertedSince implements changeCapturer.
+func (t *cowTable[K, V]) insertedSince() int64 { return t.inserted - t.insertedAtCapture }
+
+// insertsCaptured implements changeCapturer.
+func (t *cowTable[K, V]) insertsCaptured() { t.insertedAtCapture = t.inserted }
+
 // changedCount returns how many keys the table's change lists hold.
 func (t *cowTable[K, V]) changedCount() int {
 	n := 0
@@ -150,10 +156,18 @@ func (t *cowTable[K, V]) changedCount() int {
 	return n
 }
 
-// PersistPreemptively implements Preemptive.
+// PersistPreemptively implements Preemptive. First, tables that track
+// their changes stop once the next checkpoint will be whole anyway, or
+// once they churn (see churns): the changes would go into no file.
 func (b *MemoryBackend) PersistPreemptively() error {
 	inc := b.inc
-	if inc == nil || inc.preemptive < 0 && inc.preemptEvery < 0 {
+	if inc == nil {
+		return nil
+	}
+	if !inc.untracked {
+		b.stopTrackingIfWhole()
+	}
+	if inc.preemptive < 0 && inc.preemptEvery < 0 {
 		return nil
 	}
 	// The tables written ahead, decided once for this call.
@@ -221,6 +235,46 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	ic := b.captureIncremental(c, true, true, false, false)
 	go ic.persistPreemptively(sw)
 	return nil
+}
+
+// churns reports whether the tables inserted, since the last checkpoint's
+// capture, at least wholeEntries times as many keys as they hold, and at
+// least minChurnEntries (see wholeBases).
+func (b *MemoryBackend) churns() bool {
+	var inserted, live int64
+	for _, t := range b.tables {
+		if cc, ok := t.(changeCapturer); ok {
+			inserted += cc.insertedSince()
+			live += int64(cc.len())
+		}
+	}
+	return inserted >= minChurnEntries && inserted >= wholeEntries*live
+}
+
+// stopTrackingIfWhole stops the tables' change lists when the next
+// checkpoint writes the state whole: when the backend decided so
+// (incrState.whole), or when the tables churn, which starts a run of
+// whole checkpoints. The task goroutine calls it while the tables track
+// their changes.
+func (b *MemoryBackend) stopTrackingIfWhole() {
+	inc := b.inc
+	inc.mu.Lock()
+	whole := inc.whole
+	inc.mu.Unlock()
+	if !whole && !b.churns() {
+		return
+	}
+	for _, t := range b.tables {
+		if cc, ok := t.(changeCapturer); ok {
+			cc.trackChanges(false)
+		}
+	}
+	inc.mu.Lock()
+	inc.untracked = true
+	if !inc.whole {
+		inc.whole, inc.wholeLeft = true, wholeBases
+	}
+	inc.mu.Unlock()
 }
 
 // persistPreemptively writes the changes of the preemptive capture c. It

@@ -330,3 +330,85 @@ func TestMemoryIncrementalUntrackedCaptureLost(t *testing.T) {
 		}
 	}
 }
+
+// TestMemoryIncrementalChurnStopsTracking checks that a new job's table
+// whose keys live a fraction of an interval (q7's join) stops recording
+// its changes within the first interval, once it inserted twice as many
+// keys as it holds, and that its checkpoints are then whole, run after
+// run, with no interval that records changes to measure the churn again;
+// and that the last one restores the keys alive at its capture.
+func TestMemoryIncrementalChurnStopsTracking(t *testing.T) {
+	b, v, sf := churnBackend(t, noMaterialize)
+	b.UseShared(sf)
+	const live = state.MinChurnEntries
+	next := int64(0)
+	// step puts live keys and deletes the live ones before them: the
+	// table holds live keys, and inserted live more.
+	step := func() {
+		for k := next; k < next+live; k++ {
+			v.Put(k, churnValue(k))
+			if k >= live {
+				v.Delete(k - live)
+			}
+		}
+		next += live
+		if err := b.PersistPreemptively(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step()
+	if !state.Tracking(v) {
+		t.Fatalf("the table stopped recording changes having inserted %d keys, %d of them alive", next, live)
+	}
+	step()
+	if state.Tracking(v) {
+		t.Fatalf("the table records changes having inserted %d keys, %d of them alive", next, live)
+	}
+	for r := range 2*state.WholeBases + 2 {
+		fs := statetest.PersistFiles(t, b, sf)
+		if !wholeBase(fs) {
+			t.Fatalf("checkpoint %d lists %v, want a base of its own", r, fs.Shared)
+		}
+		if state.Tracking(v) {
+			t.Fatalf("after checkpoint %d the table records changes", r)
+		}
+		if r == 2*state.WholeBases+1 {
+			want := map[int64]string{}
+			for k := next - live; k < next; k++ {
+				want[k] = churnValue(k)
+			}
+			if got := restoredKeys(t, sf, fs); !maps.Equal(got, want) {
+				t.Fatalf("checkpoint %d restored %d keys, want the %d alive", r, len(got), len(want))
+			}
+		}
+		for range 4 {
+			step()
+		}
+	}
+}
+
+// TestMemoryIncrementalGrowingStateKeepsTracking checks that a table
+// that inserts many keys and deletes none keeps recording its changes
+// and writes deltas: its inserted keys are all alive.
+func TestMemoryIncrementalGrowingStateKeepsTracking(t *testing.T) {
+	b, v, sf := churnBackend(t, noMaterialize)
+	b.UseShared(sf)
+	next := int64(0)
+	for r := range 4 {
+		for range 3 {
+			for k := next; k < next+state.MinChurnEntries; k++ {
+				v.Put(k, churnValue(k))
+			}
+			next += state.MinChurnEntries
+			if err := b.PersistPreemptively(); err != nil {
+				t.Fatal(err)
+			}
+			if !state.Tracking(v) {
+				t.Fatalf("round %d: the table stopped recording changes having inserted %d keys, all alive", r, next)
+			}
+		}
+		if fs := statetest.PersistFiles(t, b, sf); wholeBase(fs) {
+			t.Fatalf("checkpoint %d of a growing state was written whole: %v", r, fs.Shared)
+		}
+	}
+}
