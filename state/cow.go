@@ -115,9 +115,15 @@ type cowTable[K comparable, V any] struct {
 	name       string
 	keyCodec   Codec[K]
 	valueCodec Codec[V]
-	hash       func(K) uint64
-	keyHash    keyHash
-	maxPar     int
+	// appendValue is valueCodec's Append of the value at a pointer
+	// (appenderOf).
+	appendValue func(dst []byte, v *V) []byte
+	// refs are the offsets in a kv of the pointers to the bytes an
+	// entry's encoding reads (refOffsets).
+	refs    []uintptr
+	hash    func(K) uint64
+	keyHash keyHash
+	maxPar  int
 	// kgMask is maxPar-1 when maxPar is a power of two, else 0.
 	kgMask uint64
 	rng    KeyGroupRange
@@ -207,7 +213,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 		return nil, fmt.Errorf("state %q: negative TTL %v", name, cfg.ttl)
 	}
 	t := &cowTable[K, V]{
-		name: name, keyCodec: kc, valueCodec: vc, hash: HasherFor(kc), keyHash: keyHashOf[K](),
+		name: name, keyCodec: kc, valueCodec: vc, appendValue: appenderOf(vc), refs: refOffsets[K, V](), hash: HasherFor(kc), keyHash: keyHashOf[K](),
 		maxPar: b.maxParallelism, rng: b.rng, clone: clone, exact: exactEqual(reflect.TypeFor[K]()), flat: flatKey(reflect.TypeFor[K]()),
 		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start), slabbed: slabbed[K, V](),
 		ttl: cfg.ttl.Milliseconds(), now: cfg.now, changelog: b.incremental,
@@ -797,7 +803,7 @@ func (f *frozenCow[K, V]) AppendGroup(dst []byte, kg int) ([]byte, int) {
 	t := f.t
 	n := f.eachLive(kg, func(e *kv[K, V], w int64) {
 		dst = t.keyCodec.Append(dst, e.k)
-		dst = t.valueCodec.Append(dst, e.v)
+		dst = t.appendValue(dst, &e.v)
 		dst = binary.AppendVarint(dst, w)
 	})
 	return dst, n
@@ -814,6 +820,9 @@ func (f *frozenCow[K, V]) eachLive(kg int, fn func(e *kv[K, V], written int64)) 
 	s := &f.shards[kg-t.rng.Start]
 	n := 0
 	for i := range s.slots {
+		if i+prefetchAhead < len(s.slots) {
+			prefetchRefs(unsafe.Pointer(&s.slots[i+prefetchAhead]), t.refs)
+		}
 		if !s.isUsed(i) {
 			continue
 		}

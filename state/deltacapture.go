@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"unsafe"
 )
 
 // Captures of changes. Once a backend with incremental checkpoints has a
@@ -157,6 +158,9 @@ func (l *changeList[K, V]) eachWhole(t *cowTable[K, V], fn func(*changedEntry[K,
 	s := l.whole
 	var e changedEntry[K, V] // one for all the calls, as in eachChanged
 	for i := range s.slots {
+		if i+prefetchAhead < len(s.slots) {
+			prefetchRefs(unsafe.Pointer(&s.slots[i+prefetchAhead]), t.refs)
+		}
 		if !s.isUsed(i) {
 			continue
 		}
@@ -569,7 +573,7 @@ func appendEntryOf[K comparable, V any](t *cowTable[K, V], dst []byte, k K, v *V
 	dst = binary.AppendUvarint(dst, uint64(len(scratch)))
 	dst = append(dst, scratch...)
 	if v != nil {
-		scratch = t.valueCodec.Append(scratch[:0], *v)
+		scratch = t.appendValue(scratch[:0], v)
 		dst = binary.AppendUvarint(dst, uint64(len(scratch)))
 		dst = append(dst, scratch...)
 		dst = binary.AppendVarint(dst, w)

@@ -61,6 +61,22 @@ func (c reflectCodec[T]) Append(dst []byte, v T) []byte {
 	return c.enc(dst, reflect.ValueOf(&v).Elem())
 }
 
+// appendFrom is Append of the value v points to, which it only reads:
+// Append's argument escapes, one allocation a call, where a table's
+// entries are in its arrays already.
+func (c reflectCodec[T]) appendFrom(dst []byte, v *T) []byte {
+	return c.enc(dst, reflect.ValueOf(v).Elem())
+}
+
+// appenderOf returns c's Append of the value a pointer points to, which
+// does not copy it for the reflection codec (appendFrom).
+func appenderOf[T any](c Codec[T]) func(dst []byte, v *T) []byte {
+	if a, ok := c.(interface{ appendFrom([]byte, *T) []byte }); ok {
+		return a.appendFrom
+	}
+	return func(dst []byte, v *T) []byte { return c.Append(dst, *v) }
+}
+
 // NewDecoder implements RunDecoder: the strings and byte slices of the
 // values it decodes take their bytes from one byteArena.
 func (c reflectCodec[T]) NewDecoder() func(src []byte) (T, int, error) {
