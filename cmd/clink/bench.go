@@ -90,7 +90,8 @@ both processes', the restored job's marked). --cpuprofile and
 --kill-after, of the restored job's process from its start until its
 sinks take their first record: the recovery).
 --checkpoint-interval 0 runs the job without checkpoints (no directory, no
-snapshots, not even a final one), to measure what checkpointing costs.
+snapshots, not even a final one, and state tables that record no changes
+for incremental checkpoints), to measure what checkpointing costs.
 --checkpoint-mode aligned|unaligned|adaptive chooses the barriers, as for
 clink sql (default aligned).
 
