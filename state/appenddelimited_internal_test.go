@@ -75,6 +75,9 @@ func TestRefOffsets(t *testing.T) {
 		{"int64 to pointer", refOffsets[int64, *rows](), []uintptr{8}},
 		{"int64 to int64", refOffsets[int64, int64](), nil},
 		{"int64 to five slices", refOffsets[int64, many](), []uintptr{8, 32, 56, 80}},
+		{"rows alone", valueRefOffsets[rows](), []uintptr{0, 32}},
+		{"a string alone", valueRefOffsets[string](), []uintptr{0}},
+		{"an int64 alone", valueRefOffsets[int64](), nil},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s: offsets %v, want %v", c.name, c.got, c.want)
@@ -86,4 +89,59 @@ func TestRefOffsets(t *testing.T) {
 	if string(v.v.Left) != "x" || v.v.Right != "" {
 		t.Fatal("a prefetch changed the entry")
 	}
+}
+
+// BenchmarkAppendChangesScatteredRows appends a capture of changes as a
+// delta does: 32K of 256K keys of 128 key groups changed, each to a
+// 160-byte row allocated apart, in another order than the keys changed.
+// Between two appends a 64 MiB buffer is read, as in
+// BenchmarkAppendDelimitedScatteredRows.
+func BenchmarkAppendChangesScatteredRows(b *testing.B) {
+	const keys, changed, maxP, rowBytes = 1 << 18, 1 << 15, 128, 160
+	be, err := NewMemoryBackendWith(MemoryOptions{Incremental: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := be.Open(KeyGroupRange{Start: 0, End: maxP}, maxP); err != nil {
+		b.Fatal(err)
+	}
+	type rows struct{ Left, Right []byte }
+	v, err := NewValue(be, "v", CodecFor[int64](), CodecFor[rows]())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for k := range int64(keys) {
+		v.Put(k, rows{Left: []byte{byte(k)}})
+	}
+	v.t.captureChanges()
+	r := rand.New(rand.NewPCG(3, 4))
+	fresh := make([][]byte, changed)
+	for _, i := range r.Perm(changed) {
+		fresh[i] = make([]byte, rowBytes)
+	}
+	for i, k := range r.Perm(keys)[:changed] {
+		v.Put(int64(k), rows{Left: fresh[i]})
+	}
+	d := v.t.captureChanges().(*changedCow[int64, rows])
+	evict := make([]byte, 64<<20)
+	var sink byte
+	var dst []byte
+	n := 0
+	for b.Loop() {
+		b.StopTimer()
+		for i := 0; i < len(evict); i += 64 {
+			sink += evict[i]
+		}
+		b.StartTimer()
+		n = 0
+		for kg := range maxP {
+			var c int
+			dst, c, _ = d.appendChanges(dst[:0], kg, nil)
+			n += c
+		}
+	}
+	if n != changed {
+		b.Fatalf("appended %d entries, want %d (%d)", n, changed, sink)
+	}
+	b.SetBytes(int64(changed * rowBytes))
 }

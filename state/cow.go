@@ -119,11 +119,11 @@ type cowTable[K comparable, V any] struct {
 	// (appenderOf).
 	appendValue func(dst []byte, v *V) []byte
 	// refs are the offsets in a kv of the pointers to the bytes an
-	// entry's encoding reads (refOffsets).
-	refs    []uintptr
-	hash    func(K) uint64
-	keyHash keyHash
-	maxPar  int
+	// entry's encoding reads (refOffsets), valueRefs those in a V.
+	refs, valueRefs []uintptr
+	hash            func(K) uint64
+	keyHash         keyHash
+	maxPar          int
 	// kgMask is maxPar-1 when maxPar is a power of two, else 0.
 	kgMask uint64
 	rng    KeyGroupRange
@@ -213,7 +213,7 @@ func newCowTable[K comparable, V any](b *MemoryBackend, name string, kc Codec[K]
 		return nil, fmt.Errorf("state %q: negative TTL %v", name, cfg.ttl)
 	}
 	t := &cowTable[K, V]{
-		name: name, keyCodec: kc, valueCodec: vc, appendValue: appenderOf(vc), refs: refOffsets[K, V](), hash: HasherFor(kc), keyHash: keyHashOf[K](),
+		name: name, keyCodec: kc, valueCodec: vc, appendValue: appenderOf(vc), refs: refOffsets[K, V](), valueRefs: valueRefOffsets[V](), hash: HasherFor(kc), keyHash: keyHashOf[K](),
 		maxPar: b.maxParallelism, rng: b.rng, clone: clone, exact: exactEqual(reflect.TypeFor[K]()), flat: flatKey(reflect.TypeFor[K]()),
 		shards: make([]kgTable[K, V], b.rng.End-b.rng.Start), slabbed: slabbed[K, V](),
 		ttl: cfg.ttl.Milliseconds(), now: cfg.now, changelog: b.incremental,

@@ -183,6 +183,9 @@ func (l *changeList[K, V]) each(t *cowTable[K, V], fn func(*changedEntry[K, V]))
 	}
 	var e changedEntry[K, V] // one for all the calls, as in eachChanged
 	for i := range l.keys {
+		if i+prefetchAhead < len(l.vals) {
+			prefetchRefs(unsafe.Pointer(&l.vals[i+prefetchAhead]), t.valueRefs)
+		}
 		e = l.at(i)
 		fn(&e)
 	}

@@ -20,8 +20,18 @@ const maxRefs = 4
 // string, a slice or a pointer, or of such fields of a struct key or
 // value (not deeper), at most maxRefs of them.
 func refOffsets[K comparable, V any]() []uintptr {
+	return fieldRefs(reflect.TypeFor[kv[K, V]]())
+}
+
+// valueRefOffsets is refOffsets for a V alone (a change list's values).
+func valueRefOffsets[V any]() []uintptr {
+	return fieldRefs(reflect.TypeFor[struct{ v V }]())
+}
+
+// fieldRefs returns the offsets, in a struct of type t, of its fields'
+// pointers as refOffsets says, at most maxRefs of them.
+func fieldRefs(t reflect.Type) []uintptr {
 	var offs []uintptr
-	t := reflect.TypeFor[kv[K, V]]()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if f.Type.Kind() != reflect.Struct {
