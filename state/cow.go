@@ -820,9 +820,7 @@ func (f *frozenCow[K, V]) eachLive(kg int, fn func(e *kv[K, V], written int64)) 
 	s := &f.shards[kg-t.rng.Start]
 	n := 0
 	for i := range s.slots {
-		if i+prefetchAhead < len(s.slots) {
-			prefetchRefs(unsafe.Pointer(&s.slots[i+prefetchAhead]), t.refs)
-		}
+		prefetchAheadOf(s.slots, i, t.refs)
 		if !s.isUsed(i) {
 			continue
 		}

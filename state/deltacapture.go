@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"unsafe"
 )
 
 // Captures of changes. Once a backend with incremental checkpoints has a
@@ -158,9 +157,7 @@ func (l *changeList[K, V]) eachWhole(t *cowTable[K, V], fn func(*changedEntry[K,
 	s := l.whole
 	var e changedEntry[K, V] // one for all the calls, as in eachChanged
 	for i := range s.slots {
-		if i+prefetchAhead < len(s.slots) {
-			prefetchRefs(unsafe.Pointer(&s.slots[i+prefetchAhead]), t.refs)
-		}
+		prefetchAheadOf(s.slots, i, t.refs)
 		if !s.isUsed(i) {
 			continue
 		}
@@ -183,9 +180,7 @@ func (l *changeList[K, V]) each(t *cowTable[K, V], fn func(*changedEntry[K, V]))
 	}
 	var e changedEntry[K, V] // one for all the calls, as in eachChanged
 	for i := range l.keys {
-		if i+prefetchAhead < len(l.vals) {
-			prefetchRefs(unsafe.Pointer(&l.vals[i+prefetchAhead]), t.valueRefs)
-		}
+		prefetchAheadOf(l.vals, i, t.valueRefs)
 		e = l.at(i)
 		fn(&e)
 	}

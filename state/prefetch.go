@@ -59,6 +59,14 @@ func isRef(t reflect.Type) bool {
 	return false
 }
 
+// prefetchAheadOf prefetches the bytes that element i+prefetchAhead of s
+// points to at offsets offs, if s has one.
+func prefetchAheadOf[T any](s []T, i int, offs []uintptr) {
+	if j := i + prefetchAhead; j < len(s) {
+		prefetchRefs(unsafe.Pointer(&s[j]), offs)
+	}
+}
+
 // prefetchRefs prefetches the bytes the pointers at offsets offs of the
 // entry at e point to.
 func prefetchRefs(e unsafe.Pointer, offs []uintptr) {
