@@ -308,6 +308,16 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 	if b.broken != nil {
 		return nil, fmt.Errorf("capturing memory state after a failed restore: %w", b.broken)
 	}
+	// A restore still running in the background ends first: the capture
+	// reads every key group, and the restored files are unmapped below.
+	for _, t := range b.tables {
+		if br, ok := t.(backgroundRestorer); ok {
+			if err := br.settle(); err != nil {
+				b.broken = fmt.Errorf("restoring state %q: %w", t.Name(), err)
+				return nil, b.broken
+			}
+		}
+	}
 	c := &memoryCapture{rng: b.rng}
 	// State restored for tables the operator has not registered (yet)
 	// still belongs to the checkpoint. Merged entries are delimited once,
@@ -390,6 +400,12 @@ func (b *MemoryBackend) Capture() (Captured, error) {
 // checkpoints to stop.
 func (b *MemoryBackend) Close() error {
 	b.closeIncremental()
+	// The goroutines of a background restore read the restored files.
+	for _, t := range b.tables {
+		if br, ok := t.(backgroundRestorer); ok {
+			br.haltRestore()
+		}
+	}
 	return b.maps.release()
 }
 

@@ -165,6 +165,7 @@ func (c *kgChanges[K, V]) restart() {
 // change lists, and the writes list nothing; started again, each gets an
 // empty one the size of its arrays.
 func (t *cowTable[K, V]) trackChanges(on bool) {
+	t.finishRestore()
 	if t.changelog == on {
 		return
 	}

@@ -168,6 +168,9 @@ type cowTable[K comparable, V any] struct {
 	// a changelog.
 	lastChanges *kgChanges[K, V]
 	lastIndex   int
+	// background is the restore still decoding key groups in the
+	// background (background.go), nil when none is.
+	background *backgroundRestore
 	// diff, with a changelog and without TTL, encodes a changed value as
 	// edits of an earlier one (diffFor), for deltas; nil: written whole.
 	diff func(dst []byte, old, new V) ([]byte, bool)
@@ -278,6 +281,9 @@ func (t *cowTable[K, V]) keyGroup(m uint64) int {
 // max parallelism) is written out here without a call; findAny does the
 // rest.
 func (t *cowTable[K, V]) find(k K) (*kgTable[K, V], uint64, int, bool) {
+	if t.background != nil {
+		t.awaitKey(k)
+	}
 	if !t.fast {
 		return t.findAny(k)
 	}
@@ -727,6 +733,7 @@ func (t *cowTable[K, V]) update(k K, f func(v V, ok bool) (V, bool)) {
 // write the table: each key group is iterated as it was when its turn
 // came (a write during the iteration copies it first, as after a capture).
 func (t *cowTable[K, V]) rangeKeys(f func(K, V) bool) {
+	t.finishRestore()
 	for g := range t.shards {
 		s := &t.shards[g]
 		if s.n == 0 {
@@ -762,6 +769,7 @@ func (t *cowTable[K, V]) rangeKeys(f func(K, V) bool) {
 }
 
 func (t *cowTable[K, V]) len() int {
+	t.finishRestore()
 	n := 0
 	for i := range t.shards {
 		n += t.shards[i].n
@@ -772,6 +780,7 @@ func (t *cowTable[K, V]) len() int {
 // Freeze implements Table: every key group becomes shared, and entries
 // written from now on belong to a new epoch.
 func (t *cowTable[K, V]) Freeze() FrozenTable {
+	t.finishRestore()
 	f := &frozenCow[K, V]{t: t, shards: make([]kgTable[K, V], len(t.shards))}
 	if t.ttl > 0 {
 		f.now = t.now()
@@ -838,6 +847,9 @@ func (f *frozenCow[K, V]) eachLive(kg int, fn func(e *kv[K, V], written int64)) 
 
 // RestoreGroup implements Table.
 func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
+	if err := t.settle(); err != nil {
+		return err
+	}
 	if !t.rng.Contains(kg) {
 		return nil
 	}
@@ -873,6 +885,9 @@ func (t *cowTable[K, V]) RestoreGroup(kg int, entries int, data []byte) error {
 // restoreGroup restores one group of any form; merged entries are decoded
 // key and value from their own bytes (restoreEntries).
 func (t *cowTable[K, V]) restoreGroup(g restoredGroup) error {
+	if err := t.settle(); err != nil {
+		return err
+	}
 	if !g.delimited() {
 		return t.RestoreGroup(g.kg, g.entries, g.data)
 	}
@@ -893,6 +908,9 @@ func (t *cowTable[K, V]) restoreGroup(g restoredGroup) error {
 // bytes, so that no copy of the key group in RestoreGroup's encoding is
 // built for it.
 func (t *cowTable[K, V]) restoreEntries(kg int, entries []mergedEntry) error {
+	if err := t.settle(); err != nil {
+		return err
+	}
 	if !t.rng.Contains(kg) {
 		return nil
 	}
@@ -917,6 +935,9 @@ func (t *cowTable[K, V]) restoreNow() int64 {
 // whose keys are hashed from their encoding (HasherFor's hash of them
 // reuses one buffer), are restored one by one.
 func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) error {
+	if err := t.settle(); err != nil {
+		return err
+	}
 	seen := make(map[int]bool, len(groups))
 	_, ownHash := t.keyCodec.(KeyHasher[K])
 	parallel := workers > 1 && len(groups) > 1 && (t.keyHash != keyHashCodec || ownHash)
@@ -952,7 +973,7 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 		}
 	}
 	now := t.restoreNow()
-	return forEach(len(groups), workers, func(i int) error {
+	decode := func(i int) error {
 		g := groups[i]
 		groups[i] = restoredGroup{}
 		if s := shards[i]; !t.slabbed {
@@ -970,7 +991,21 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 			return fmt.Errorf("key group %d: %d entries, %d counted", g.kg, len(es), g.entries)
 		}
 		return t.decodeEntries(shards[i], g.kg, es, now)
-	})
+	}
+	entries := 0
+	for _, g := range groups {
+		entries += g.entries
+	}
+	if t.slabbed || entries < backgroundMinEntries {
+		return forEach(len(groups), workers, decode)
+	}
+	shardOf := make([]int, len(groups))
+	for i, g := range groups {
+		shardOf[i] = g.kg - t.rng.Start
+	}
+	t.background = newBackgroundRestore(t.name, len(t.shards), shardOf, decode)
+	t.background.start(workers)
+	return nil
 }
 
 // decodeEntries decodes the entries of key group kg into its shard s,

@@ -191,6 +191,7 @@ func (l *changeList[K, V]) each(t *cowTable[K, V], fn func(*changedEntry[K, V]))
 // changed in place is cloned first once the epoch moves on, and the slot
 // arrays are written as they are (no capture holds them).
 func (t *cowTable[K, V]) captureChanges() FrozenTable {
+	t.finishRestore()
 	d := &changedCow[K, V]{t: t, groups: make([]changeList[K, V], len(t.shards))}
 	now := int64(0)
 	if t.ttl > 0 {

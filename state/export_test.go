@@ -1,6 +1,9 @@
 package state
 
-import "time"
+import (
+	"sync"
+	"time"
+)
 
 // SetClock makes b's incremental checkpoints read the time from now (the
 // interval of preemptive persists, the late window of tables whose keys
@@ -49,3 +52,28 @@ func Tracking[K comparable, V any](v *ValueState[K, V]) bool { return v.t.change
 // MinChurnEntries is the fewest keys inserted in an interval that make
 // the tables churn (see churns).
 const MinChurnEntries = minChurnEntries
+
+// SetBackgroundMinEntries makes restores of n entries or more decode in
+// the background until the returned func is called.
+func SetBackgroundMinEntries(n int) (undo func()) {
+	old := backgroundMinEntries
+	backgroundMinEntries = n
+	return func() { backgroundMinEntries = old }
+}
+
+// HoldBackgroundRestores keeps the goroutines of the background restores
+// started from now on from decoding anything until release is called:
+// only lookups decode key groups until then. Calling release again does
+// nothing.
+func HoldBackgroundRestores() (release func()) {
+	hold := make(chan struct{})
+	backgroundHold = hold
+	return sync.OnceFunc(func() {
+		backgroundHold = nil
+		close(hold)
+	})
+}
+
+// Restoring reports whether v's table still restores key groups in the
+// background, without waiting for them.
+func Restoring[K comparable, V any](v *ValueState[K, V]) bool { return v.t.background != nil }

@@ -90,6 +90,7 @@ func (b *MemoryBackend) UseShared(sw SharedWriter) {
 // at the barrier, and the checkpoint's own delta holds the changes since
 // the last persist ahead.
 func (t *cowTable[K, V]) appends() (yes, late bool) {
+	t.finishRestore()
 	if per := t.bornPerCheckpoint; per >= minPreemptiveEntries && int64(t.len()) < per {
 		return false, true
 	}
@@ -147,6 +148,7 @@ func (t *cowTable[K, V]) insertsCaptured() { t.insertedAtCapture = t.inserted }
 
 // changedCount returns how many keys the table's change lists hold.
 func (t *cowTable[K, V]) changedCount() int {
+	t.finishRestore()
 	n := 0
 	for g := range t.shards {
 		if c := t.shards[g].changes; c != nil {
@@ -163,6 +165,13 @@ func (b *MemoryBackend) PersistPreemptively() error {
 	inc := b.inc
 	if inc == nil {
 		return nil
+	}
+	// Nothing is written ahead while a restore runs in the background:
+	// what decides it reads every key group.
+	for _, t := range b.tables {
+		if br, ok := t.(backgroundRestorer); ok && br.restoring() {
+			return nil
+		}
 	}
 	if !inc.untracked {
 		b.stopTrackingIfWhole()
