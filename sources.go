@@ -24,7 +24,15 @@ type sourceMember[T any] struct {
 	o     *out[T]
 	c     *counters
 	batch int
-	impl  sourceImpl[T]
+	// ramp, after a restore, is how many records the next read asks for
+	// (0: batch): 1 at first, doubling up to batch. A keyed operator may
+	// still be decoding its restored state in the background and decodes
+	// the key groups a batch reaches before the batch is done (see the
+	// state package's background restore); small batches first let the
+	// job's first output leave after the key groups of a few records, not
+	// after nearly all of them.
+	ramp int
+	impl sourceImpl[T]
 	// emit counts and forwards one record; built once, not per call.
 	emit func(T, int64) error
 	n    int64
@@ -61,6 +69,9 @@ func (m *sourceMember[T]) open(tc *runtime.TaskContext, rs restoreState) error {
 	if err := m.impl.open(tc.Subtask, tc.Parallelism, tc.MaxParallelism, off, rescaled); err != nil {
 		return fmt.Errorf("source %q: %w", m.name, err)
 	}
+	if rs.own != nil || rs.rescaled != nil {
+		m.ramp = 1
+	}
 	return nil
 }
 
@@ -77,7 +88,14 @@ func (m *sourceMember[T]) produce() (runtime.ProduceStatus, error) {
 			return next(v, ts)
 		}
 	}
-	st, err := m.impl.read(m.batch, m.emit)
+	n := m.batch
+	if m.ramp > 0 {
+		n = min(m.ramp, n)
+		if m.ramp *= 2; m.ramp >= m.batch {
+			m.ramp = 0
+		}
+	}
+	st, err := m.impl.read(n, m.emit)
 	m.c.out += m.n
 	m.n = 0
 	return st, err

@@ -1,0 +1,178 @@
+package clink_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clinkstream/clink"
+	"github.com/clinkstream/clink/connectors/filesystem"
+	"github.com/clinkstream/clink/internal/crashtest"
+)
+
+// The counting crash job keys record i by the string of i mod countKeys
+// and emits, per record, its key and how many records of the key it has
+// seen so far. Its state is a string-keyed table of countKeys entries, as
+// large as the memory backend restores in the background (a lookup waits
+// for its key group), so every restore after the first second runs so.
+const countKeys = 100_000
+
+func countPlanFor() churnPlan {
+	if raceEnabled {
+		return churnPlan{records: 600_000, rate: 60_000, interval: time.Second, kills: 3, minDelay: 2 * time.Second, maxDelay: 3 * time.Second}
+	}
+	return churnPlan{records: 700_000, rate: 100_000, interval: 300 * time.Millisecond, kills: 4, minDelay: 1200 * time.Millisecond, maxDelay: 1600 * time.Millisecond}
+}
+
+// countRow is what the counting job commits: a key and its count.
+type countRow struct {
+	Key, Count int64
+}
+
+func countJob(opts clink.Options, outDir string) (*clink.Environment, error) {
+	p := countPlanFor()
+	env, err := clink.NewEnvironment(opts)
+	if err != nil {
+		return nil, err
+	}
+	rate := p.rate / float64(max(opts.Parallelism, 1)) // per subtask
+	src := clink.FromGenerator(env, "gen", clink.GeneratorOptions{Count: p.records, RatePerSecond: rate},
+		func(i int64) int64 { return i })
+	keyed := clink.KeyBy(src, func(i int64) string { return "k" + strconv.FormatInt(i%countKeys, 10) })
+	rows := clink.KeyedProcess(keyed, "count", clink.KeyedProcessFunction[string, int64, int64, countRow]{
+		ProcessElement: func(ctx *clink.KeyedContext[string, int64], i int64, out *clink.Collector[countRow]) error {
+			n, _ := ctx.Value()
+			n++
+			ctx.SetValue(n)
+			out.Collect(countRow{Key: i % countKeys, Count: n})
+			return nil
+		},
+	})
+	sink, err := filesystem.NewSink[countRow](outDir, filesystem.CSV, filesystem.SinkOptions{})
+	if err != nil {
+		return nil, err
+	}
+	clink.CommitTo(rows, "out", sink)
+	return env, nil
+}
+
+// TestCrashCountProcess is the job process of TestCrashCountExactlyOnce.
+func TestCrashCountProcess(t *testing.T) {
+	dir := os.Getenv("CLINK_CRASH_COUNT_CKPT")
+	if dir == "" {
+		t.Skip("run by TestCrashCountExactlyOnce")
+	}
+	p, err := strconv.Atoi(os.Getenv("CLINK_CRASH_PARALLELISM"))
+	if err != nil {
+		t.Fatalf("CLINK_CRASH_PARALLELISM: %v", err)
+	}
+	env, err := countJob(clink.Options{
+		Parallelism: p, CheckpointDir: dir, CheckpointInterval: countPlanFor().interval,
+		Restore: os.Getenv("CLINK_CRASH_RESTORE"),
+	}, os.Getenv("CLINK_CRASH_OUT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Execute(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCrashCountExactlyOnce kills the counting job at random moments and
+// restores it each time, its state of 100,000 keys decoded in the
+// background while records arrive: for every key the committed counts
+// must be 1, 2, ... up to the records of the key, each once. A record
+// that met its key before the restore had brought the key's count back
+// would count from 1 again: a count committed twice.
+func TestCrashCountExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test runs subprocesses for several seconds")
+	}
+	for i, par := range []int{1, 2} {
+		t.Run(fmt.Sprintf("parallelism-%d", par), func(t *testing.T) { crashCount(t, par, uint64(88001+i)) })
+	}
+}
+
+func crashCount(t *testing.T, parallelism int, seed uint64) {
+	p := countPlanFor()
+	ckpt, out := t.TempDir(), t.TempDir()
+	h := &crashtest.Harness{
+		CheckpointDir: ckpt,
+		Kills:         p.kills,
+		MinDelay:      p.minDelay,
+		MaxDelay:      p.maxDelay,
+		Seed:          seed,
+		Deadline:      4 * time.Minute,
+		Command: func(restore string) *exec.Cmd {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashCountProcess$", "-test.count=1")
+			cmd.Env = append(os.Environ(), "CLINK_CRASH_COUNT_CKPT="+ckpt, "CLINK_CRASH_OUT="+out,
+				"CLINK_CRASH_RESTORE="+restore, fmt.Sprintf("CLINK_CRASH_PARALLELISM=%d", parallelism))
+			return cmd
+		},
+	}
+	res, err := h.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Kills != p.kills {
+		t.Fatalf("job was killed %d times, want %d (it finished too early: make it slower)", res.Kills, p.kills)
+	}
+	perKey := p.records / countKeys
+	seen := make([][]int, countKeys)
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for _, e := range entries {
+		if !filesystem.Committed(e.Name()) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(out, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			if line == "" {
+				continue
+			}
+			parts := strings.Split(line, ",")
+			k, err1 := strconv.ParseInt(parts[0], 10, 64)
+			c, err2 := strconv.ParseInt(parts[len(parts)-1], 10, 64)
+			if len(parts) != 2 || err1 != nil || err2 != nil || k < 0 || k >= countKeys || c < 1 || c > perKey {
+				if bad++; bad <= 10 {
+					t.Errorf("%s: committed line %q is not a key and a count of 1..%d", e.Name(), line, perKey)
+				}
+				continue
+			}
+			if seen[k] == nil {
+				seen[k] = make([]int, perKey+1)
+			}
+			seen[k][c]++
+		}
+	}
+	wrong := 0
+	for k, counts := range seen {
+		for c := int64(1); c <= perKey; c++ {
+			n := 0
+			if counts != nil {
+				n = counts[c]
+			}
+			if n != 1 {
+				if wrong++; wrong <= 10 {
+					t.Errorf("key %d: count %d committed %d times", k, c, n)
+				}
+			}
+		}
+	}
+	if wrong+bad > 0 {
+		t.Fatalf("%d counts committed other than once, %d bad lines", wrong, bad)
+	}
+	t.Logf("%d keys × %d counts checked over %d runs", countKeys, perKey, len(res.Runs))
+}
