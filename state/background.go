@@ -48,12 +48,16 @@ type backgroundRestore struct {
 	job []int32
 	// decode decodes job i into its shard; it is called once per job.
 	decode func(i int) error
-	state  []atomic.Int32
-	done   []chan struct{}
-	errs   []error
-	left   atomic.Int64
-	stop   atomic.Bool
-	wg     sync.WaitGroup
+	// fast is the table's fast, which is off while the restore runs so
+	// that every lookup goes through findAny, which waits for its key
+	// group: find's inline path stays as it was.
+	fast  bool
+	state []atomic.Int32
+	done  []chan struct{}
+	errs  []error
+	left  atomic.Int64
+	stop  atomic.Bool
+	wg    sync.WaitGroup
 }
 
 // newBackgroundRestore returns the restore of a table of shards shards,
@@ -227,6 +231,7 @@ func (t *cowTable[K, V]) finishRestore() {
 	}
 	r.finish()
 	t.background = nil
+	t.fast = r.fast
 	t.lastSlot = nil
 }
 

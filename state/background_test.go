@@ -238,3 +238,63 @@ func TestBackgroundRestoreClose(t *testing.T) {
 		}()
 	}
 }
+
+// TestBackgroundRestoreIntKeys: a table of integer keys (find's inline
+// path) whose string values hold pointers restores in the background too,
+// and its lookups wait for their key groups as well.
+func TestBackgroundRestoreIntKeys(t *testing.T) {
+	sf := &dirShared{dir: t.TempDir()}
+	full := state.KeyGroupRange{Start: 0, End: incMaxP}
+	src := openIncremental(t, 1<<40, full)
+	v, err := state.NewValue(src, "v", state.CodecFor[int64](), state.CodecFor[string]())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int64]string{}
+	for k := range int64(5000) {
+		v.Put(k, fmt.Sprint("value-", k*3))
+		want[k] = fmt.Sprint("value-", k*3)
+	}
+	fs := statetest.PersistFiles(t, src, sf)
+	src.Close()
+	release := state.HoldBackgroundRestores()
+	undoMin, undoWorkers := state.SetBackgroundMinEntries(0), state.SetRestoreWorkers(2)
+	r := openIncremental(t, 1<<40, full)
+	err = r.RestoreFiles([]*state.FileState{fs}, sf)
+	var rv *state.ValueState[int64, string]
+	if err == nil {
+		rv, err = state.NewValue(r, "v", state.CodecFor[int64](), state.CodecFor[string]())
+	}
+	undoMin()
+	undoWorkers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer release()
+	if !state.Restoring(rv) {
+		t.Fatal("a restore of any size was decoded before Register returned")
+	}
+	for _, k := range []int64{0, 17, 4999, 5000} {
+		got, ok := rv.Get(k)
+		if w, held := want[k]; ok != held || got != w {
+			t.Fatalf("Get(%d) = %q, %v during the restore; the checkpoint holds %q, %v", k, got, ok, w, held)
+		}
+	}
+	release()
+	n := 0
+	rv.Range(func(k int64, x string) bool {
+		if want[k] != x {
+			t.Fatalf("key %d restored as %q, want %q", k, x, want[k])
+		}
+		n++
+		return true
+	})
+	if n != len(want) {
+		t.Fatalf("%d keys restored, want %d", n, len(want))
+	}
+	// The inline path is back: a lookup after the restore finds the key.
+	if got, ok := rv.Get(4321); !ok || got != want[4321] {
+		t.Fatalf("Get(4321) after the restore = %q, %v", got, ok)
+	}
+}

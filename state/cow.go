@@ -281,9 +281,6 @@ func (t *cowTable[K, V]) keyGroup(m uint64) int {
 // max parallelism) is written out here without a call; findAny does the
 // rest.
 func (t *cowTable[K, V]) find(k K) (*kgTable[K, V], uint64, int, bool) {
-	if t.background != nil {
-		t.awaitKey(k)
-	}
 	if !t.fast {
 		return t.findAny(k)
 	}
@@ -325,6 +322,10 @@ func (t *cowTable[K, V]) find(k K) (*kgTable[K, V], uint64, int, bool) {
 
 // findAny is find for any table.
 func (t *cowTable[K, V]) findAny(k K) (s *kgTable[K, V], m uint64, i int, found bool) {
+	if t.background != nil {
+		// find's inline path is off until the restore is over.
+		t.awaitKey(k)
+	}
 	m = t.hashKey(k)
 	kg := t.keyGroup(m)
 	if !t.rng.Contains(kg) {
@@ -1004,6 +1005,7 @@ func (t *cowTable[K, V]) restoreGroups(groups []restoredGroup, workers int) erro
 		shardOf[i] = g.kg - t.rng.Start
 	}
 	t.background = newBackgroundRestore(t.name, len(t.shards), shardOf, decode)
+	t.background.fast, t.fast = t.fast, false
 	t.background.start(workers)
 	return nil
 }
