@@ -237,3 +237,7 @@ func (m *joinMember[K, A, B]) stateBackend() state.Backend { return m.backend }
 
 // preemptive is state.Preemptive, as the chain asks for it.
 type preemptive interface{ PersistPreemptively() error }
+
+// backgroundRestorer is a state backend that may still be restoring after
+// the operator opened (state.MemoryBackend.Restored).
+type backgroundRestorer interface{ Restored() <-chan struct{} }

@@ -10,6 +10,7 @@ import (
 	"github.com/clinkstream/clink/checkpoint/store"
 	"github.com/clinkstream/clink/metrics"
 	"github.com/clinkstream/clink/runtime"
+	"github.com/clinkstream/clink/state"
 )
 
 // node is one operator of the logical job graph.
@@ -72,6 +73,9 @@ type buildCtx struct {
 	// preemptive are the members' state backends that persist changes
 	// ahead of checkpoints; the chain asks them after each batch.
 	preemptive []preemptive
+	// restored are the channels of the members' state backends that
+	// still restore in the background, closed when they are done.
+	restored   []<-chan struct{}
 	edgeIndex  map[*edge]int
 	all        []*counters
 	opts       *Options
@@ -278,6 +282,11 @@ func (c *chain) build(tc *runtime.TaskContext) error {
 			if p, ok := h.stateBackend().(preemptive); ok {
 				bc.preemptive = append(bc.preemptive, p)
 			}
+			if r, ok := h.stateBackend().(backgroundRestorer); ok {
+				if ch := r.Restored(); ch != nil {
+					bc.restored = append(bc.restored, ch)
+				}
+			}
 		}
 	}
 	c.members.Store(&ls)
@@ -408,6 +417,9 @@ func (c *chain) SnapshotDeferred(id checkpoint.ID) (func() ([]store.OperatorSnap
 		return ops, nil
 	}, nil
 }
+
+// Restored implements runtime.Restorer.
+func (c *chain) Restored() <-chan struct{} { return state.AllClosed(c.bc.restored) }
 
 func (c *chain) Flush() error {
 	for _, f := range c.bc.flushers {

@@ -149,6 +149,17 @@ type Source interface {
 	EndOfInput() error
 }
 
+// Restorer is implemented by chains whose state may still be restoring
+// after Open (a state backend that decodes a large restore in the
+// background while the chain runs). Restored is called once, on the task
+// goroutine, after Open; it returns nil when nothing is restoring, or a
+// channel closed once the restore is done. The task reports itself
+// running, which lets periodic checkpoints start, only then: a
+// checkpoint's capture would wait for the rest of the restore.
+type Restorer interface {
+	Restored() <-chan struct{}
+}
+
 // Timed is implemented by chains with processing-time work (periodic
 // watermarks, processing-time timers). The runtime calls OnDeadline on the
 // task goroutine once NextDeadline has passed, waking an idle task for it.

@@ -36,6 +36,29 @@ type taskBase struct {
 // captured is a task's snapshot between the barrier and the worker: the
 // chain's capture, and the parts the task adds (watermark, in-flight
 // records).
+// reportRunning calls running, if set, once the task's chain c holds
+// its state: at once, or, when c still restores in the background
+// (Restorer), from a goroutine once that is done (not at all if the task
+// ends first).
+func (b *taskBase) reportRunning(c Chain) {
+	if b.running == nil {
+		return
+	}
+	if r, ok := c.(Restorer); ok {
+		if ch := r.Restored(); ch != nil {
+			go func() {
+				select {
+				case <-ch:
+					b.running()
+				case <-b.done:
+				}
+			}()
+			return
+		}
+	}
+	b.running()
+}
+
 type captured struct {
 	meta store.TaskSnapshot
 	// build completes the operator snapshots on the snapshot worker.
@@ -221,9 +244,7 @@ func (s *sourceTask) run() (err error) {
 	if err := s.src.Open(b.tc); err != nil {
 		return fmt.Errorf("opening %s: %w", b.name, err)
 	}
-	if b.running != nil {
-		b.running()
-	}
+	b.reportRunning(s.src)
 	// A source chain tracks its own watermark (it generates it).
 	const wm = int64(MinWatermark)
 	timed, _ := s.src.(Timed)

@@ -131,9 +131,7 @@ func (t *operatorTask) run() (err error) {
 			t.curWm = wm
 		}
 	}
-	if b.running != nil {
-		b.running()
-	}
+	b.reportRunning(t.op)
 	t.lastFlush = time.Now()
 	if b.debloatTarget > 0 && len(t.inputs) > 0 && t.inputs[0].max > debloatMinCapacity {
 		t.debloat = newDebloater(b.debloatTarget, t.inputs[0].max, t.lastFlush)

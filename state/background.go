@@ -56,8 +56,12 @@ type backgroundRestore struct {
 	done  []chan struct{}
 	errs  []error
 	left  atomic.Int64
-	stop  atomic.Bool
-	wg    sync.WaitGroup
+	// all is closed once every job is done, or once halt stopped the
+	// rest (closeAll).
+	all      chan struct{}
+	closeAll func()
+	stop     atomic.Bool
+	wg       sync.WaitGroup
 }
 
 // newBackgroundRestore returns the restore of a table of shards shards,
@@ -70,7 +74,9 @@ func newBackgroundRestore(table string, shards int, shardOf []int, decode func(i
 		state:  make([]atomic.Int32, len(shardOf)),
 		done:   make([]chan struct{}, len(shardOf)),
 		errs:   make([]error, len(shardOf)),
+		all:    make(chan struct{}),
 	}
+	r.closeAll = sync.OnceFunc(func() { close(r.all) })
 	for g := range r.job {
 		r.job[g] = -1
 	}
@@ -123,7 +129,9 @@ func (r *backgroundRestore) run(i int) {
 		}
 		r.state[i].Store(groupDone)
 		close(r.done[i])
-		r.left.Add(-1)
+		if r.left.Add(-1) == 0 {
+			r.closeAll()
+		}
 	}()
 	r.errs[i] = r.decode(i)
 }
@@ -170,6 +178,7 @@ func (r *backgroundRestore) finish() {
 func (r *backgroundRestore) halt() {
 	r.stop.Store(true)
 	r.wg.Wait()
+	r.closeAll()
 }
 
 // backgroundRestorer is a table whose restore may run in the background.
@@ -183,6 +192,57 @@ type backgroundRestorer interface {
 	// haltRestore stops a restore running in the background and waits
 	// for its goroutines.
 	haltRestore()
+	// restoreDone returns a channel closed once every key group is
+	// restored, nil when none is restoring. It may be waited on from any
+	// goroutine.
+	restoreDone() <-chan struct{}
+}
+
+// restoreDone implements backgroundRestorer.
+func (t *cowTable[K, V]) restoreDone() <-chan struct{} {
+	if t.background == nil {
+		return nil
+	}
+	return t.background.all
+}
+
+// Restored returns a channel closed once the key groups that b's tables
+// decode in the background are all decoded (or failed to), nil when no
+// table restores so. Call it on the task's goroutine; the channel may be
+// waited on from any other. The runtime waits on it before it lets
+// periodic checkpoints start: a capture would wait for the rest of the
+// restore.
+func (b *MemoryBackend) Restored() <-chan struct{} {
+	var chs []<-chan struct{}
+	for _, t := range b.tables {
+		if br, ok := t.(backgroundRestorer); ok {
+			if ch := br.restoreDone(); ch != nil {
+				chs = append(chs, ch)
+			}
+		}
+	}
+	return AllClosed(chs)
+}
+
+// AllClosed returns a channel closed once every channel of chs is: nil
+// for none, the one channel for one, or a channel a goroutine closes after
+// waiting on each in turn (channels that are never closed keep it
+// waiting).
+func AllClosed(chs []<-chan struct{}) <-chan struct{} {
+	switch len(chs) {
+	case 0:
+		return nil
+	case 1:
+		return chs[0]
+	}
+	all := make(chan struct{})
+	go func() {
+		for _, ch := range chs {
+			<-ch
+		}
+		close(all)
+	}()
+	return all
 }
 
 // restoring implements backgroundRestorer.

@@ -84,6 +84,10 @@ func TestBackgroundRestoreLookups(t *testing.T) {
 	if !state.Restoring(v) {
 		t.Fatal("a restore of any size was decoded before Register returned")
 	}
+	restored := r.Restored()
+	if restored == nil {
+		t.Fatal("Restored returned nil while the restore runs")
+	}
 	// Lookups while nothing decodes in the background (a few keys, of
 	// fewer key groups than the 32 there are): a key missing from the
 	// checkpoint must not be found, one held must be.
@@ -113,6 +117,14 @@ func TestBackgroundRestoreLookups(t *testing.T) {
 	}
 	if state.Restoring(v) {
 		t.Fatal("the restore still runs after a Range")
+	}
+	select {
+	case <-restored:
+	default:
+		t.Fatal("the channel of Restored is open after the restore")
+	}
+	if r.Restored() != nil {
+		t.Fatal("Restored returned a channel after the restore")
 	}
 	fs2 := statetest.PersistFiles(t, r, sf)
 	r2, v2 := restoreBackground(t, fs2, sf, state.CodecFor[int64]())
@@ -212,6 +224,7 @@ func TestBackgroundRestoreClose(t *testing.T) {
 	fs, want := bgChain(t, sf, state.CodecFor[int64]())
 	release := state.HoldBackgroundRestores()
 	r, v := restoreBackground(t, fs, sf, state.CodecFor[int64]())
+	restored := r.Restored()
 	done := make(chan error)
 	go func() { done <- r.Close() }()
 	release()
@@ -221,6 +234,8 @@ func TestBackgroundRestoreClose(t *testing.T) {
 	if n := state.MappedFiles(r); n != 0 {
 		t.Fatalf("%d files still mapped after Close", n)
 	}
+	// Nothing restores any more: whoever waits on Restored goes on.
+	<-restored
 	for i := range 8 {
 		k := fmt.Sprintf("key-%d", i)
 		func() {
