@@ -1,19 +1,13 @@
 package clink_test
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connectors/filesystem"
-	"github.com/clinkstream/clink/internal/crashtest"
 )
 
 // The counting crash job keys record i by the string of i mod countKeys
@@ -64,23 +58,10 @@ func countJob(opts clink.Options, outDir string) (*clink.Environment, error) {
 
 // TestCrashCountProcess is the job process of TestCrashCountExactlyOnce.
 func TestCrashCountProcess(t *testing.T) {
-	dir := os.Getenv("CLINK_CRASH_COUNT_CKPT")
-	if dir == "" {
-		t.Skip("run by TestCrashCountExactlyOnce")
-	}
-	p, err := strconv.Atoi(os.Getenv("CLINK_CRASH_PARALLELISM"))
-	if err != nil {
-		t.Fatalf("CLINK_CRASH_PARALLELISM: %v", err)
-	}
-	env, err := countJob(clink.Options{
-		Parallelism: p, CheckpointDir: dir, CheckpointInterval: countPlanFor().interval,
-		Restore: os.Getenv("CLINK_CRASH_RESTORE"),
-	}, os.Getenv("CLINK_CRASH_OUT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Execute(context.Background()); err != nil {
-		t.Fatal(err)
+	opts, out, ok := crashProcess(t, "CLINK_CRASH_COUNT_CKPT", countPlanFor().interval)
+	if ok {
+		env, err := countJob(opts, out)
+		executeCrashJob(t, env, err)
 	}
 }
 
@@ -101,62 +82,19 @@ func TestCrashCountExactlyOnce(t *testing.T) {
 
 func crashCount(t *testing.T, parallelism int, seed uint64) {
 	p := countPlanFor()
-	ckpt, out := t.TempDir(), t.TempDir()
-	h := &crashtest.Harness{
-		CheckpointDir: ckpt,
-		Kills:         p.kills,
-		MinDelay:      p.minDelay,
-		MaxDelay:      p.maxDelay,
-		Seed:          seed,
-		Deadline:      4 * time.Minute,
-		Command: func(restore string) *exec.Cmd {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashCountProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "CLINK_CRASH_COUNT_CKPT="+ckpt, "CLINK_CRASH_OUT="+out,
-				"CLINK_CRASH_RESTORE="+restore, fmt.Sprintf("CLINK_CRASH_PARALLELISM=%d", parallelism))
-			return cmd
-		},
-	}
-	res, err := h.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Kills != p.kills {
-		t.Fatalf("job was killed %d times, want %d (it finished too early: make it slower)", res.Kills, p.kills)
-	}
+	_, out, res := runCrash(t, "TestCrashCountProcess", "CLINK_CRASH_COUNT_CKPT", p, parallelism, seed)
 	perKey := p.records / countKeys
 	seen := make([][]int, countKeys)
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := 0
-	for _, e := range entries {
-		if !filesystem.Committed(e.Name()) {
-			continue
+	bad := committedPairs(t, out, func(file string, k, c int64) {
+		if k < 0 || k >= countKeys || c < 1 || c > perKey {
+			t.Errorf("%s: committed key %d and count %d, not a key and a count of 1..%d", file, k, c, perKey)
+			return
 		}
-		data, err := os.ReadFile(filepath.Join(out, e.Name()))
-		if err != nil {
-			t.Fatal(err)
+		if seen[k] == nil {
+			seen[k] = make([]int, perKey+1)
 		}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			if line == "" {
-				continue
-			}
-			parts := strings.Split(line, ",")
-			k, err1 := strconv.ParseInt(parts[0], 10, 64)
-			c, err2 := strconv.ParseInt(parts[len(parts)-1], 10, 64)
-			if len(parts) != 2 || err1 != nil || err2 != nil || k < 0 || k >= countKeys || c < 1 || c > perKey {
-				if bad++; bad <= 10 {
-					t.Errorf("%s: committed line %q is not a key and a count of 1..%d", e.Name(), line, perKey)
-				}
-				continue
-			}
-			if seen[k] == nil {
-				seen[k] = make([]int, perKey+1)
-			}
-			seen[k][c]++
-		}
-	}
+		seen[k][c]++
+	})
 	wrong := 0
 	for k, counts := range seen {
 		for c := int64(1); c <= perKey; c++ {

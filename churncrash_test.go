@@ -1,19 +1,14 @@
 package clink_test
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clinkstream/clink"
 	"github.com/clinkstream/clink/connectors/filesystem"
-	"github.com/clinkstream/clink/internal/crashtest"
 )
 
 // The churning crash job keys record i by i, keeps a value for it and
@@ -91,23 +86,11 @@ type churnRow struct {
 
 // TestCrashChurnProcess is the job process of TestCrashChurnExactlyOnce.
 func TestCrashChurnProcess(t *testing.T) {
-	dir := os.Getenv("CLINK_CRASH_CHURN_CKPT")
-	if dir == "" {
-		t.Skip("run by TestCrashChurnExactlyOnce")
-	}
-	p, err := strconv.Atoi(os.Getenv("CLINK_CRASH_PARALLELISM"))
-	if err != nil {
-		t.Fatalf("CLINK_CRASH_PARALLELISM: %v", err)
-	}
-	env, err := churnJob(clink.Options{
-		Parallelism: p, CheckpointDir: dir, CheckpointInterval: churnPlanFor().interval,
-		Restore: os.Getenv("CLINK_CRASH_RESTORE"), WatermarkInterval: 20 * time.Millisecond,
-	}, os.Getenv("CLINK_CRASH_OUT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Execute(context.Background()); err != nil {
-		t.Fatal(err)
+	opts, out, ok := crashProcess(t, "CLINK_CRASH_CHURN_CKPT", churnPlanFor().interval)
+	if ok {
+		opts.WatermarkInterval = 20 * time.Millisecond
+		env, err := churnJob(opts, out)
+		executeCrashJob(t, env, err)
 	}
 }
 
@@ -128,62 +111,19 @@ func TestCrashChurnExactlyOnce(t *testing.T) {
 
 func crashChurn(t *testing.T, parallelism int, seed uint64) {
 	p := churnPlanFor()
-	ckpt, out := t.TempDir(), t.TempDir()
-	h := &crashtest.Harness{
-		CheckpointDir: ckpt,
-		Kills:         p.kills,
-		MinDelay:      p.minDelay,
-		MaxDelay:      p.maxDelay,
-		Seed:          seed,
-		Deadline:      4 * time.Minute,
-		Command: func(restore string) *exec.Cmd {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChurnProcess$", "-test.count=1")
-			cmd.Env = append(os.Environ(), "CLINK_CRASH_CHURN_CKPT="+ckpt, "CLINK_CRASH_OUT="+out,
-				"CLINK_CRASH_RESTORE="+restore, fmt.Sprintf("CLINK_CRASH_PARALLELISM=%d", parallelism))
-			return cmd
-		},
-	}
-	res, err := h.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Kills != p.kills {
-		t.Fatalf("job was killed %d times, want %d (it finished too early: make it slower)", res.Kills, p.kills)
-	}
+	ckpt, out, res := runCrash(t, "TestCrashChurnProcess", "CLINK_CRASH_CHURN_CKPT", p, parallelism, seed)
 	// The committed files: every key exactly once, with its value. Rows
 	// emitted after the last checkpoint of a killed run were never
 	// committed, so a restore that lost keys alive at its checkpoint
 	// leaves them missing here.
 	seen := make([]int, p.records)
-	entries, err := os.ReadDir(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bad := 0
-	for _, e := range entries {
-		if !filesystem.Committed(e.Name()) {
-			continue
+	bad := committedPairs(t, out, func(file string, k, v int64) {
+		if k < 0 || k >= p.records || v != churnValue(k) {
+			t.Errorf("%s: committed key %d and value %d, not a key and its value", file, k, v)
+			return
 		}
-		data, err := os.ReadFile(filepath.Join(out, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-			if line == "" {
-				continue
-			}
-			parts := strings.Split(line, ",")
-			k, err1 := strconv.ParseInt(parts[0], 10, 64)
-			v, err2 := strconv.ParseInt(parts[len(parts)-1], 10, 64)
-			if len(parts) != 2 || err1 != nil || err2 != nil || k < 0 || k >= p.records || v != churnValue(k) {
-				if bad++; bad <= 10 {
-					t.Errorf("%s: committed line %q is not a key and its value", e.Name(), line)
-				}
-				continue
-			}
-			seen[k]++
-		}
-	}
+		seen[k]++
+	})
 	lost, dup := 0, 0
 	for k, n := range seen {
 		switch {
@@ -197,8 +137,8 @@ func crashChurn(t *testing.T, parallelism int, seed uint64) {
 			}
 		}
 	}
-	if lost+dup > 0 {
-		t.Fatalf("%d keys: %d lost, %d duplicated", p.records, lost, dup)
+	if lost+dup+bad > 0 {
+		t.Fatalf("%d keys: %d lost, %d duplicated; %d bad lines", p.records, lost, dup, bad)
 	}
 	if !raceEnabled {
 		bases, _ := filepath.Glob(filepath.Join(ckpt, "shared", "*.base"))
