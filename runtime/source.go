@@ -24,7 +24,9 @@ type taskBase struct {
 	acks   acker
 	worker *snapshotWorker // nil when checkpointing is off
 	// running, if set, is called once the task opened its chain and
-	// restored its state, before it takes its first record.
+	// restored its state, before it takes its first record; or, for a
+	// chain that decodes its state in the background, once that is done
+	// (reportRunning).
 	running       func()
 	bufferTimeout time.Duration
 	// debloatTarget is how long the batches queued in front of the task
@@ -33,9 +35,6 @@ type taskBase struct {
 	debloatTarget time.Duration
 }
 
-// captured is a task's snapshot between the barrier and the worker: the
-// chain's capture, and the parts the task adds (watermark, in-flight
-// records).
 // reportRunning calls running, if set, once the task's chain c holds
 // its state: at once, or, when c still restores in the background
 // (Restorer), from a goroutine once that is done (not at all if the task
@@ -59,6 +58,9 @@ func (b *taskBase) reportRunning(c Chain) {
 	b.running()
 }
 
+// captured is a task's snapshot between the barrier and the worker: the
+// chain's capture, and the parts the task adds (watermark, in-flight
+// records).
 type captured struct {
 	meta store.TaskSnapshot
 	// build completes the operator snapshots on the snapshot worker.
