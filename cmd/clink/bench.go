@@ -107,6 +107,9 @@ restores the newest completed checkpoint and runs to the end. The result
 adds, from the kill: recovery (until the restored job's sinks take their
 first record), restart (until its sources emit their first event) and
 replay (until they are back at the events the killed job had emitted).
+A large keyed state may still be decoding in the background when the first
+record comes out (each record waits for its own key group); replay covers
+the rest of it.
 
 --backpressure runs the job twice, with aligned and with unaligned
 checkpoints, for --duration each (default 10s) on an unbounded generator,
