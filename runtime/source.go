@@ -37,8 +37,9 @@ type taskBase struct {
 
 // reportRunning calls running, if set, once the task's chain c holds
 // its state: at once, or, when c still restores in the background
-// (Restorer), from a goroutine once that is done (not at all if the task
-// ends first).
+// (Restorer), from a goroutine once that is over (not at all if the job
+// ends first; a task that failed and closed its chain during the restore
+// may still be reported, while the job fails anyway).
 func (b *taskBase) reportRunning(c Chain) {
 	if b.running == nil {
 		return

@@ -174,7 +174,10 @@ func (r *backgroundRestore) finish() {
 }
 
 // halt stops the goroutines once their current jobs are done and waits
-// for them: the restored files they read may be unmapped after it.
+// for them: the restored files they read may be unmapped after it. It
+// does not wait for a job the task's goroutine decodes (await): the
+// backend closes on that goroutine, never beside it. The restore is over
+// then, though key groups are left undone (a lookup of one fails).
 func (r *backgroundRestore) halt() {
 	r.stop.Store(true)
 	r.wg.Wait()
@@ -192,9 +195,9 @@ type backgroundRestorer interface {
 	// haltRestore stops a restore running in the background and waits
 	// for its goroutines.
 	haltRestore()
-	// restoreDone returns a channel closed once every key group is
-	// restored, nil when none is restoring. It may be waited on from any
-	// goroutine.
+	// restoreDone returns a channel closed once the restore is over
+	// (every key group restored or failed, or the restore halted), nil
+	// when none is running. It may be waited on from any goroutine.
 	restoreDone() <-chan struct{}
 }
 
@@ -207,8 +210,8 @@ func (t *cowTable[K, V]) restoreDone() <-chan struct{} {
 }
 
 // Restored returns a channel closed once the key groups that b's tables
-// decode in the background are all decoded (or failed to), nil when no
-// table restores so. Call it on the task's goroutine; the channel may be
+// decode in the background are all decoded (or failed to, or b closed),
+// nil when no table restores so. Call it on the task's goroutine; the channel may be
 // waited on from any other. The runtime waits on it before it lets
 // periodic checkpoints start: a capture would wait for the rest of the
 // restore.
