@@ -1,7 +1,6 @@
 package clink_test
 
 import (
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -71,14 +70,7 @@ func TestCrashCountProcess(t *testing.T) {
 // must be 1, 2, ... up to the records of the key, each once. A record
 // that met its key before the restore had brought the key's count back
 // would count from 1 again: a count committed twice.
-func TestCrashCountExactlyOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test runs subprocesses for several seconds")
-	}
-	for i, par := range []int{1, 2} {
-		t.Run(fmt.Sprintf("parallelism-%d", par), func(t *testing.T) { crashCount(t, par, uint64(88001+i)) })
-	}
-}
+func TestCrashCountExactlyOnce(t *testing.T) { eachParallelism(t, 88001, crashCount) }
 
 func crashCount(t *testing.T, parallelism int, seed uint64) {
 	p := countPlanFor()

@@ -100,14 +100,7 @@ func TestCrashChurnProcess(t *testing.T) {
 // before its timer (the job fails then). Without the race detector the job inserts enough keys per
 // interval for its checkpoints to go whole, which the shared directory
 // shows: a base that a checkpoint wrote of its own.
-func TestCrashChurnExactlyOnce(t *testing.T) {
-	if testing.Short() {
-		t.Skip("crash test runs subprocesses for several seconds")
-	}
-	for i, par := range []int{1, 2} {
-		t.Run(fmt.Sprintf("parallelism-%d", par), func(t *testing.T) { crashChurn(t, par, uint64(77001+i)) })
-	}
-}
+func TestCrashChurnExactlyOnce(t *testing.T) { eachParallelism(t, 77001, crashChurn) }
 
 func crashChurn(t *testing.T, parallelism int, seed uint64) {
 	p := churnPlanFor()

@@ -50,6 +50,17 @@ func executeCrashJob(t *testing.T, env *clink.Environment, err error) {
 	}
 }
 
+// eachParallelism runs crash(t, parallelism, seed) as a subtest at
+// parallelism 1 and 2, seeded seed and seed+1; not with -short.
+func eachParallelism(t *testing.T, seed uint64, crash func(t *testing.T, parallelism int, seed uint64)) {
+	if testing.Short() {
+		t.Skip("crash test runs subprocesses for several seconds")
+	}
+	for i, par := range []int{1, 2} {
+		t.Run(fmt.Sprintf("parallelism-%d", par), func(t *testing.T) { crash(t, par, seed+uint64(i)) })
+	}
+}
+
 // runCrash kills the job process test proc p.kills times and lets it
 // finish, and returns its checkpoint and output directories and the
 // harness's result.
