@@ -394,22 +394,36 @@ func (p *Planner) aggregate(rel relation, scope expr.Tables, s *ast.Select, expr
 		}
 		preNames = append(preNames, name)
 	}
+	// An argument or FILTER condition written more than once is one
+	// column, computed once (as Flink's planner does): the DISTINCT
+	// aggregates over one column then share an entry per value
+	// (planDistinct). Not so an expression that reads the clock or calls
+	// a non-deterministic function: each occurrence is its own value.
+	shared := map[string]int{}
+	column := func(e ast.Expr) int {
+		text := e.String()
+		if i, ok := shared[text]; ok {
+			return i
+		}
+		pre = append(pre, e)
+		preNames = append(preNames, "$f"+strconv.Itoa(len(pre)-1))
+		if c, err := p.compiler.Compile(e, preScope); err == nil && c.Deterministic {
+			shared[text] = len(pre) - 1
+		}
+		return len(pre) - 1
+	}
 	refs := make([]argRef, len(aggs))
 	for j, a := range aggs {
 		refs[j] = argRef{-1, -1}
 		if len(a.Args) == 1 {
 			if _, star := a.Args[0].(*ast.Star); !star {
-				refs[j].arg = len(pre)
-				pre = append(pre, a.Args[0])
-				preNames = append(preNames, "$f"+strconv.Itoa(len(pre)-1))
+				refs[j].arg = column(a.Args[0])
 			}
 		} else if len(a.Args) > 1 {
 			return nil, errorf(a.Pos, "aggregate function %s with %d arguments is not supported", a.Name.Last(), len(a.Args))
 		}
 		if a.Filter != nil {
-			refs[j].filter = len(pre)
-			pre = append(pre, a.Filter)
-			preNames = append(preNames, "$f"+strconv.Itoa(len(pre)-1))
+			refs[j].filter = column(a.Filter)
 		}
 	}
 	if windowed {
