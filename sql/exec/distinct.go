@@ -344,7 +344,9 @@ func addOrRetract(acc expr.Accumulator, v types.Value, add bool) error {
 
 // accumulateDistinct adds (or retracts) row r's values of the DISTINCT
 // aggregates of group st, whose key is group, and feeds st's accumulators
-// each value's first addition and last retraction.
+// each value's first addition and last retraction. With note, it appends
+// each accumulator it feeds, with its result before, to noted, which it
+// returns.
 //
 // Over an input without retractions (insertOnly) a lane's count only says
 // whether the value was seen: it stays 1, and a value every lane of the
@@ -352,7 +354,7 @@ func addOrRetract(acc expr.Accumulator, v types.Value, add bool) error {
 // when values arrive that the group had not seen, so a checkpoint's delta
 // holds the new values alone, however often the old ones recur. (An entry
 // restored with a count above 1 keeps it; only zero and non-zero differ.)
-func accumulateDistinct(ds *distinctTables, slots []distinctSlot, aggs []planner.AggCall, st *groupState, r types.Row, add, insertOnly bool) error {
+func accumulateDistinct(ds *distinctTables, slots []distinctSlot, aggs []planner.AggCall, st *groupState, r types.Row, add, insertOnly, note bool, noted []changedAcc) ([]changedAcc, error) {
 	var buf [32]byte
 	for si := range slots {
 		sl := &slots[si]
@@ -379,18 +381,21 @@ func accumulateDistinct(ds *distinctTables, slots []distinctSlot, aggs []planner
 			changed, err = countDistinct(ds.str, k, sl, aggs, v, lanes, add, insertOnly)
 		}
 		if err != nil {
-			return err
+			return noted, err
 		}
 		for l, i := range sl.aggs {
 			if changed&(1<<l) == 0 {
 				continue
 			}
+			if note {
+				noted = append(noted, changedAcc{i: i, before: st.accs[i].Result()})
+			}
 			if err := addOrRetract(st.accs[i], v, add); err != nil {
-				return fmt.Errorf("%s: %w", aggs[i].Text, err)
+				return noted, fmt.Errorf("%s: %w", aggs[i].Text, err)
 			}
 		}
 	}
-	return nil
+	return noted, nil
 }
 
 // countDistinct counts value v, keyed k, in the lanes of slot sl that the

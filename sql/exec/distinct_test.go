@@ -339,7 +339,7 @@ func TestDistinctInsertOnlyWritesNewValues(t *testing.T) {
 		feed := func(rows ...types.Row) {
 			t.Helper()
 			for _, r := range rows {
-				if err := accumulateDistinct(ds, slots, aggs, st, r, true, insertOnly); err != nil {
+				if _, err := accumulateDistinct(ds, slots, aggs, st, r, true, insertOnly, false, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -417,14 +417,14 @@ func TestDistinctCountLimit(t *testing.T) {
 	k := distinctNumKey{group: "g", num: 9}
 	ds.num.Put(k, distinctCounts{maxDistinctCount})
 	r := types.Row{Values: []types.Value{types.Int64(9)}}
-	err = accumulateDistinct(ds, slots, aggs, st, r, true, false)
+	_, err = accumulateDistinct(ds, slots, aggs, st, r, true, false, false, nil)
 	if err == nil || !strings.Contains(err.Error(), "COUNT(DISTINCT a)") || !strings.Contains(err.Error(), "more than 4294967295 rows") {
 		t.Fatalf("adding past the limit: %v", err)
 	}
 	if c, _ := ds.num.Get(k); c != (distinctCounts{maxDistinctCount}) {
 		t.Fatalf("counts after the refused row: %v", c)
 	}
-	if err := accumulateDistinct(ds, slots, aggs, st, r, true, true); err != nil {
+	if _, err := accumulateDistinct(ds, slots, aggs, st, r, true, true, false, nil); err != nil {
 		t.Fatalf("insert-only input: %v", err)
 	}
 }
@@ -465,5 +465,37 @@ func TestDistinctCountsDecode(t *testing.T) {
 		if (err == nil) != ok || ok && (c != wc || n != wn) {
 			t.Fatalf("counts %x: %v, %d, %v; one varint at a time %v, %d, %v", in, c, n, err, wc, wn, ok)
 		}
+	}
+}
+
+// TestEarlierResult rebuilds a group's result row before an addition from
+// the row after it and the results noted of the accumulators it changed.
+func TestEarlierResult(t *testing.T) {
+	now := []types.Value{types.String("k"), types.Int64(3), types.Int64(7), types.Null}
+	for _, tc := range []struct {
+		name    string
+		changed []changedAcc
+		want    []types.Value // nil: no change
+	}{
+		{"none noted", nil, nil},
+		{"noted, same result", []changedAcc{{i: 1, before: types.Int64(7)}}, nil},
+		{"NULL before and after", []changedAcc{{i: 2, before: types.Null}}, nil},
+		{"count went up", []changedAcc{{i: 0, before: types.Int64(2)}, {i: 1, before: types.Int64(7)}},
+			[]types.Value{types.String("k"), types.Int64(2), types.Int64(7), types.Null}},
+		{"NULL became a value", []changedAcc{{i: 1, before: types.Null}},
+			[]types.Value{types.String("k"), types.Int64(3), types.Null, types.Null}},
+		{"noted twice keeps the first", []changedAcc{{i: 0, before: types.Int64(1)}, {i: 0, before: types.Int64(2)}},
+			[]types.Value{types.String("k"), types.Int64(1), types.Int64(7), types.Null}},
+	} {
+		got := earlierResult(now, 1, tc.changed)
+		switch {
+		case tc.want == nil && got != nil:
+			t.Errorf("%s: %v, want no change", tc.name, got)
+		case tc.want != nil && (got == nil || !sameValues(got, tc.want)):
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if now[1] != types.Int64(3) {
+		t.Errorf("the row after changed: %v", now)
 	}
 }

@@ -557,6 +557,14 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		var prev, now []types.Value
 		var ferr error
 		had := false
+		// An addition to a group held already (most rows) notes each
+		// accumulator it changes with its result before (changed): the
+		// group's earlier row is the new one with those results back, and
+		// only they can differ. A retraction, which may end the group,
+		// computes the earlier row in full first.
+		var buf [16]changedAcc
+		changed := buf[:0]
+		track := false
 		ctx.UpdateValue(func(st *groupState, ok bool) (*groupState, bool) {
 			had = ok
 			if !ok {
@@ -575,7 +583,9 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 					}
 				}
 			} else {
-				prev = result(r, st.accs)
+				if track = add; !track {
+					prev = result(r, st.accs)
+				}
 				if st.key == "" {
 					st.key = ctx.Key()
 				}
@@ -588,6 +598,9 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 				if !ok {
 					continue
 				}
+				if track {
+					changed = append(changed, changedAcc{i: i, before: st.accs[i].Result()})
+				}
 				if err := addOrRetract(st.accs[i], v, add); err != nil {
 					// The accumulators may be half-changed: fail the job
 					// (the state is restored from the last checkpoint).
@@ -596,7 +609,9 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 				}
 			}
 			if distinct != nil {
-				if err := accumulateDistinct(ctx.State().(*distinctTables), slots, aggs, st, r, add, insertOnly); err != nil {
+				var err error
+				changed, err = accumulateDistinct(ctx.State().(*distinctTables), slots, aggs, st, r, add, insertOnly, track, changed)
+				if err != nil {
 					ferr = fmt.Errorf("operator %s: %w", uid, err)
 					return st, true
 				}
@@ -621,6 +636,11 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 			}
 		case !had:
 			out.Collect(types.Row{Kind: changelog.Insert, Values: now})
+		case track:
+			if prev = earlierResult(now, len(keys), changed); prev != nil {
+				out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: prev})
+				out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: now})
+			}
 		case !sameValues(prev, now):
 			out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: prev})
 			out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: now})
@@ -641,6 +661,37 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 // sameValues compares two result rows, NULL equal to NULL: an unchanged
 // result emits nothing (Flink's GroupAggFunction without state TTL).
 func sameValues(a, b []types.Value) bool { return sameKept(a, b, nil) }
+
+// changedAcc is an accumulator (its index among the aggregates) that a
+// row changed, and its result before the row.
+type changedAcc struct {
+	i      int
+	before types.Value
+}
+
+// earlierResult returns the result row a group had before the row that
+// changed the accumulators in changed: now, the row after it (keys key
+// columns, then a value per aggregate), with their earlier results back;
+// or nil when none of them changed its result, so that the row emits
+// nothing (as sameValues would find).
+func earlierResult(now []types.Value, keys int, changed []changedAcc) []types.Value {
+	differs := false
+	for _, c := range changed {
+		if !sameValue(now[keys+c.i], c.before) {
+			differs = true
+			break
+		}
+	}
+	if !differs {
+		return nil
+	}
+	prev := slices.Clone(now)
+	// Backwards: an accumulator noted twice keeps its first result.
+	for j := len(changed) - 1; j >= 0; j-- {
+		prev[keys+changed[j].i] = changed[j].before
+	}
+	return prev
+}
 
 func (b *builder) sink(n *planner.Sink) error {
 	in, err := b.stream(n.Input)

@@ -202,11 +202,16 @@ func sameKept(a, b []types.Value, keep []bool) bool {
 		if keep != nil && !keep[i] {
 			continue
 		}
-		if a[i].IsNull() != b[i].IsNull() || !a[i].IsNull() && !types.Equal(a[i], b[i]) {
+		if !sameValue(a[i], b[i]) {
 			return false
 		}
 	}
 	return true
+}
+
+// sameValue compares two values, NULL equal to NULL.
+func sameValue(a, b types.Value) bool {
+	return a.IsNull() == b.IsNull() && (a.IsNull() || types.Equal(a, b))
 }
 
 // find returns the offset of the record in rs whose row equals values
