@@ -484,8 +484,6 @@ func TestEarlierResult(t *testing.T) {
 			[]types.Value{types.String("k"), types.Int64(2), types.Int64(7), types.Null}},
 		{"NULL became a value", []changedAcc{{i: 1, before: types.Null}},
 			[]types.Value{types.String("k"), types.Int64(3), types.Null, types.Null}},
-		{"noted twice keeps the first", []changedAcc{{i: 0, before: types.Int64(1)}, {i: 0, before: types.Int64(2)}},
-			[]types.Value{types.String("k"), types.Int64(1), types.Int64(7), types.Null}},
 	} {
 		got := earlierResult(now, 1, tc.changed)
 		switch {

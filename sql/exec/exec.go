@@ -564,7 +564,6 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 		// computes the earlier row in full first.
 		var buf [16]changedAcc
 		changed := buf[:0]
-		track := false
 		ctx.UpdateValue(func(st *groupState, ok bool) (*groupState, bool) {
 			had = ok
 			if !ok {
@@ -583,7 +582,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 					}
 				}
 			} else {
-				if track = add; !track {
+				if !add {
 					prev = result(r, st.accs)
 				}
 				if st.key == "" {
@@ -598,7 +597,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 				if !ok {
 					continue
 				}
-				if track {
+				if had && add {
 					changed = append(changed, changedAcc{i: i, before: st.accs[i].Result()})
 				}
 				if err := addOrRetract(st.accs[i], v, add); err != nil {
@@ -610,7 +609,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 			}
 			if distinct != nil {
 				var err error
-				changed, err = accumulateDistinct(ctx.State().(*distinctTables), slots, aggs, st, r, add, insertOnly, track, changed)
+				changed, err = accumulateDistinct(ctx.State().(*distinctTables), slots, aggs, st, r, add, insertOnly, had && add, changed)
 				if err != nil {
 					ferr = fmt.Errorf("operator %s: %w", uid, err)
 					return st, true
@@ -636,7 +635,7 @@ func (b *builder) groupAggregate(n *planner.GroupAggregate) (clink.Stream[types.
 			}
 		case !had:
 			out.Collect(types.Row{Kind: changelog.Insert, Values: now})
-		case track:
+		case add:
 			if prev = earlierResult(now, len(keys), changed); prev != nil {
 				out.Collect(types.Row{Kind: changelog.UpdateBefore, Values: prev})
 				out.Collect(types.Row{Kind: changelog.UpdateAfter, Values: now})
@@ -686,9 +685,8 @@ func earlierResult(now []types.Value, keys int, changed []changedAcc) []types.Va
 		return nil
 	}
 	prev := slices.Clone(now)
-	// Backwards: an accumulator noted twice keeps its first result.
-	for j := len(changed) - 1; j >= 0; j-- {
-		prev[keys+changed[j].i] = changed[j].before
+	for _, c := range changed {
+		prev[keys+c.i] = c.before
 	}
 	return prev
 }
